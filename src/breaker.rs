@@ -1,0 +1,798 @@
+//! The circuit breaker of one tool: one atomic word, a pure transition function, a CAS loop.
+//!
+//! # States
+//!
+//! * **Closed**: calls are allowed; each failure adds one to the consecutive-failure counter and
+//!   the breaker trips to Open when the counter reaches `failure_threshold` (0 disables
+//!   tripping; the counter still counts). Only an accepted success resets the counter.
+//! * **Open**: calls are refused until the cooldown (`recovery_duration`, counted from the last
+//!   failure) has elapsed — elapsed time equal to the cooldown counts as elapsed. The first gate
+//!   call after that is granted the single probe and the breaker becomes HalfOpen.
+//! * **HalfOpen**: exactly one probe is in flight and every other gate call is refused. Probe
+//!   success → Closed (counter reset); probe failure → Open with a fresh cooldown.
+//!
+//! A probe has a **lease** (`probe_timeout`, 0 disables it). From the instant the lease expires
+//! the breaker *is* Open with its cooldown counted from the lease's end; reads see this with no
+//! call needed, because every read evaluates the word against the clock.
+//!
+//! Stale results: a success while Open is ignored (counter untouched); a success after the
+//! lease expired does not close; a failure while Open or HalfOpen re-arms the cooldown from now.
+//! Results recorded through a permit carry the permit's generation: a stale success is ignored,
+//! and a stale failure can only re-arm an Open breaker's cooldown ("fresh bad news"), never
+//! trip a newer Closed episode nor fail a newer probe.
+//!
+//! # The word
+//!
+//! ```text
+//!  63                                    24 23                     2 1   0
+//! ┌────────────────────────────────────────┬────────────────────────┬─────┐
+//! │ deadline: 40 bits, milliseconds         │ generation: 22 bits    │state│
+//! └────────────────────────────────────────┴────────────────────────┴─────┘
+//! state      0 Closed, 1 Open, 2 HalfOpen
+//! generation grows (wrapping at 2^22) on every transition made by an event: a trip, a probe
+//!            grant, a probe's success or failure. A lease expiry keeps the probe's generation,
+//!            so whether anyone has yet written the expiry into the word changes nothing.
+//! deadline   Open: the instant the next probe may be granted (last failure + cooldown).
+//!            HalfOpen: the instant the probe lease expires. All ones = never.
+//!            Closed: 0.
+//! ```
+//!
+//! Instants are milliseconds on the registry's clock (rounded down) and durations are whole
+//! milliseconds (rounded up), so timing has 1 ms resolution and 40 bits cover about 34 years of
+//! clock time; a deadline beyond that is "never". The consecutive-failure counter lives in its own
+//! `AtomicU64` beside the word: the word alone decides every transition and the counter is only
+//! read to decide a trip, after the failure's own increment (so concurrent failures can never
+//! both miss the threshold).
+//!
+//! # Orderings
+//!
+//! The state machine lives in one location, so its modification order alone makes it correct.
+//! Loads use `Acquire` and successful CAS `AcqRel` so that a thread observing a transition also
+//! observes the stats recorded before it (a snapshot that reads the state first). On x86-64 these
+//! cost the same as `Relaxed`. The counter and the transition tallies are `Relaxed`: independent
+//! values, read for display and the trip decision only. Under a race between a success resetting
+//! the counter and a concurrent failure tripping the breaker, the counter may read lower than the
+//! failures it "should" hold; the state is always right.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock::duration_to_nanos;
+
+/// The state of a tool's circuit breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls flow; failures are counted.
+    Closed,
+    /// Calls are refused until the cooldown has elapsed.
+    Open,
+    /// One probe call is in flight; every other call is refused.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The lowercase name: `closed`, `open` or `half_open`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half_open",
+        }
+    }
+
+    /// All states, in a fixed order.
+    pub const ALL: [BreakerState; 3] = [Self::Closed, Self::Open, Self::HalfOpen];
+}
+
+impl fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a breaker changed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransitionReason {
+    /// Closed → Open: the consecutive failures reached the threshold.
+    Tripped,
+    /// Open → HalfOpen: the cooldown elapsed and a caller was granted the probe.
+    ProbeGranted,
+    /// HalfOpen → Closed: the probe succeeded.
+    ProbeSucceeded,
+    /// HalfOpen → Open: the probe failed.
+    ProbeFailed,
+    /// HalfOpen → Open: the probe did not report within its lease.
+    LeaseExpired,
+    /// HalfOpen → Open: the probe was cancelled and gave its slot back; the next call may probe.
+    ProbeReleased,
+}
+
+impl TransitionReason {
+    /// A short human-readable explanation.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Tripped => "consecutive failures reached the threshold",
+            Self::ProbeGranted => "cooldown elapsed, probe granted",
+            Self::ProbeSucceeded => "probe succeeded",
+            Self::ProbeFailed => "probe failed",
+            Self::LeaseExpired => "probe lease expired",
+            Self::ProbeReleased => "probe cancelled and released",
+        }
+    }
+}
+
+impl fmt::Display for TransitionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One state change of a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Transition {
+    /// The state before.
+    pub from: BreakerState,
+    /// The state after.
+    pub to: BreakerState,
+    /// Why.
+    pub reason: TransitionReason,
+}
+
+impl Transition {
+    /// Index of the (from, to) pair in [`Transition::PAIRS`].
+    pub(crate) fn pair_index(&self) -> usize {
+        use BreakerState::*;
+        match (self.from, self.to) {
+            (Closed, Open) => 0,
+            (Open, HalfOpen) => 1,
+            (HalfOpen, Closed) => 2,
+            _ => 3, // (HalfOpen, Open): the only other edge of the state machine
+        }
+    }
+
+    /// Every edge of the state machine, in the order of [`Transition::pair_index`].
+    pub const PAIRS: [(BreakerState, BreakerState); 4] = [
+        (BreakerState::Closed, BreakerState::Open),
+        (BreakerState::Open, BreakerState::HalfOpen),
+        (BreakerState::HalfOpen, BreakerState::Closed),
+        (BreakerState::HalfOpen, BreakerState::Open),
+    ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The word
+// ---------------------------------------------------------------------------------------------
+
+const STATE_BITS: u32 = 2;
+const GEN_BITS: u32 = 22;
+const TIME_SHIFT: u32 = STATE_BITS + GEN_BITS;
+const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
+/// Generations wrap at this mask.
+pub(crate) const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+/// The deadline value meaning "never"; also one past the last representable instant.
+pub(crate) const NEVER: u64 = (1 << (64 - TIME_SHIFT)) - 1;
+
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+
+const NANOS_PER_TICK: u64 = 1_000_000;
+
+/// A clock reading in breaker ticks (milliseconds, rounded down, below [`NEVER`]).
+pub(crate) fn ticks_of_instant(now: Duration) -> u64 {
+    (duration_to_nanos(now) / NANOS_PER_TICK).min(NEVER - 1)
+}
+
+/// A configured duration in ticks (rounded up, [`NEVER`] when too long to represent).
+pub(crate) fn ticks_of_duration(d: Duration) -> u64 {
+    duration_to_nanos(d).div_ceil(NANOS_PER_TICK).min(NEVER)
+}
+
+fn duration_of_ticks(t: u64) -> Duration {
+    if t >= NEVER {
+        Duration::MAX
+    } else {
+        Duration::from_millis(t)
+    }
+}
+
+/// `t + d`, or [`NEVER`] when either is never or the sum does not fit.
+fn deadline_after(t: u64, d: u64) -> u64 {
+    if t >= NEVER || d >= NEVER {
+        NEVER
+    } else {
+        (t + d).min(NEVER)
+    }
+}
+
+/// A decoded breaker word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word {
+    state: u64,
+    generation: u32,
+    deadline: u64,
+}
+
+impl Word {
+    pub(crate) const FRESH: Word = Word {
+        state: CLOSED,
+        generation: 0,
+        deadline: 0,
+    };
+
+    pub(crate) fn decode(raw: u64) -> Self {
+        Self {
+            state: raw & STATE_MASK,
+            generation: ((raw >> STATE_BITS) as u32) & GEN_MASK,
+            deadline: raw >> TIME_SHIFT,
+        }
+    }
+
+    pub(crate) fn encode(self) -> u64 {
+        (self.deadline.min(NEVER) << TIME_SHIFT)
+            | (u64::from(self.generation & GEN_MASK) << STATE_BITS)
+            | (self.state & STATE_MASK)
+    }
+
+    fn closed(generation: u32) -> Self {
+        Self {
+            state: CLOSED,
+            generation: generation & GEN_MASK,
+            deadline: 0,
+        }
+    }
+
+    fn open(generation: u32, ready_at: u64) -> Self {
+        Self {
+            state: OPEN,
+            generation: generation & GEN_MASK,
+            deadline: ready_at,
+        }
+    }
+
+    fn half_open(generation: u32, lease_end: u64) -> Self {
+        Self {
+            state: HALF_OPEN,
+            generation: generation & GEN_MASK,
+            deadline: lease_end,
+        }
+    }
+}
+
+fn next_gen(g: u32) -> u32 {
+    g.wrapping_add(1) & GEN_MASK
+}
+
+/// Breaker settings converted to ticks once, when the breaker is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timing {
+    /// 0 disables tripping.
+    pub(crate) threshold: u64,
+    /// Cooldown in ticks ([`NEVER`]: never recovers).
+    pub(crate) recovery: u64,
+    /// Probe lease in ticks; 0 disables the lease.
+    pub(crate) lease: u64,
+}
+
+impl Timing {
+    pub(crate) fn new(threshold: u64, recovery: Duration, lease: Duration) -> Self {
+        Self {
+            threshold,
+            recovery: ticks_of_duration(recovery),
+            lease: ticks_of_duration(lease),
+        }
+    }
+}
+
+/// The state a word is in at an instant, with every expired lease already applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effective {
+    Closed,
+    /// Refusing until `ready_at`; `expired_lease` when this is a HalfOpen word whose lease ran out.
+    Open {
+        ready_at: u64,
+        expired_lease: bool,
+    },
+    /// A live probe; the lease ends at `lease_end` ([`NEVER`] without a lease).
+    HalfOpen {
+        lease_end: u64,
+    },
+}
+
+impl Effective {
+    pub(crate) fn state(self) -> BreakerState {
+        match self {
+            Self::Closed => BreakerState::Closed,
+            Self::Open { .. } => BreakerState::Open,
+            Self::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+}
+
+/// Evaluates a word at `now`: pure, so reads and writes agree at every instant.
+pub(crate) fn effective(w: Word, now: u64, t: &Timing) -> Effective {
+    match w.state {
+        OPEN => Effective::Open {
+            ready_at: w.deadline,
+            expired_lease: false,
+        },
+        HALF_OPEN if w.deadline != NEVER && now >= w.deadline => Effective::Open {
+            ready_at: deadline_after(w.deadline, t.recovery),
+            expired_lease: true,
+        },
+        HALF_OPEN => Effective::HalfOpen {
+            lease_end: w.deadline,
+        },
+        _ => Effective::Closed,
+    }
+}
+
+/// What happened to a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// A gate call (`allow_request` / `check`).
+    Acquire,
+    /// A successful call; `Some(generation)` when recorded through a permit.
+    Success(Option<u32>),
+    /// A failed call, with the consecutive-failure count including this one.
+    Failure(Option<u32>, u64),
+    /// A probe permit given back without a result (a cancelled call).
+    Release(u32),
+}
+
+/// The gate's verdict for [`Event::Acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Allowed {
+        generation: u32,
+    },
+    Probe {
+        generation: u32,
+    },
+    Refused {
+        retry_after: Duration,
+    },
+    /// Not a gate event.
+    None,
+}
+
+/// The result of one pure step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// The word to install (equal to the old one when nothing changes).
+    pub(crate) next: Word,
+    pub(crate) verdict: Verdict,
+    /// Set when the step applies an expired lease (HalfOpen → Open, [`TransitionReason::LeaseExpired`]).
+    pub(crate) expired_lease: bool,
+    /// The event's own transition, if any.
+    pub(crate) transition: Option<Transition>,
+    /// The event was accepted as a success that resets the consecutive-failure counter.
+    pub(crate) reset_counter: bool,
+    /// The event is a failure the breaker accepts (its count stands).
+    pub(crate) counts_failure: bool,
+}
+
+fn transition(
+    from: BreakerState,
+    to: BreakerState,
+    reason: TransitionReason,
+) -> Option<Transition> {
+    Some(Transition { from, to, reason })
+}
+
+/// The breaker's transition function: old word, event, now, timing → new word and effects.
+pub(crate) fn step(w: Word, ev: Event, now: u64, t: &Timing) -> Step {
+    use BreakerState as S;
+    let eff = effective(w, now, t);
+    let expired_lease = matches!(
+        eff,
+        Effective::Open {
+            expired_lease: true,
+            ..
+        }
+    );
+    // The word with the expiry written in (same generation): where a step changes nothing
+    // else, installing it is optional; we install it so later steps start from the truth.
+    let settled = match eff {
+        Effective::Open { ready_at, .. } => Word::open(w.generation, ready_at),
+        _ => w,
+    };
+    let mut out = Step {
+        next: settled,
+        verdict: Verdict::None,
+        expired_lease,
+        transition: None,
+        reset_counter: false,
+        counts_failure: false,
+    };
+    let stale = |g: Option<u32>| matches!(g, Some(g) if g != w.generation);
+
+    match (ev, eff) {
+        (Event::Acquire, Effective::Closed) => {
+            out.verdict = Verdict::Allowed {
+                generation: w.generation,
+            };
+        }
+        (Event::Acquire, Effective::Open { ready_at, .. }) => {
+            if ready_at != NEVER && now >= ready_at {
+                let generation = next_gen(w.generation);
+                let lease_end = if t.lease == 0 {
+                    NEVER
+                } else {
+                    deadline_after(now, t.lease)
+                };
+                out.next = Word::half_open(generation, lease_end);
+                out.verdict = Verdict::Probe { generation };
+                out.transition = transition(S::Open, S::HalfOpen, TransitionReason::ProbeGranted);
+            } else {
+                let wait = if ready_at == NEVER {
+                    NEVER
+                } else {
+                    ready_at.saturating_sub(now)
+                };
+                out.verdict = Verdict::Refused {
+                    retry_after: duration_of_ticks(wait),
+                };
+            }
+        }
+        (Event::Acquire, Effective::HalfOpen { lease_end }) => {
+            let next_probe = deadline_after(lease_end, t.recovery);
+            let retry = if lease_end == NEVER {
+                t.recovery
+            } else if next_probe == NEVER {
+                NEVER
+            } else {
+                next_probe.saturating_sub(now)
+            };
+            out.verdict = Verdict::Refused {
+                retry_after: duration_of_ticks(retry),
+            };
+        }
+
+        (Event::Success(g), _) if stale(g) => {}
+        (Event::Success(_), Effective::Closed) => out.reset_counter = true,
+        (Event::Success(_), Effective::Open { .. }) => {} // pre-trip news, or a late probe
+        (Event::Success(_), Effective::HalfOpen { .. }) => {
+            out.next = Word::closed(next_gen(w.generation));
+            out.reset_counter = true;
+            out.transition = transition(S::HalfOpen, S::Closed, TransitionReason::ProbeSucceeded);
+        }
+
+        (Event::Failure(_, _), Effective::Open { .. }) => {
+            // Fresh bad news, stale or not: the cooldown restarts from now.
+            out.next = Word::open(w.generation, deadline_after(now, t.recovery));
+            out.counts_failure = true;
+        }
+        (Event::Failure(g, _), _) if stale(g) => {}
+        (Event::Failure(_, count), Effective::Closed) => {
+            out.counts_failure = true;
+            if t.threshold != 0 && count >= t.threshold {
+                out.next = Word::open(next_gen(w.generation), deadline_after(now, t.recovery));
+                out.transition = transition(S::Closed, S::Open, TransitionReason::Tripped);
+            }
+        }
+        (Event::Failure(..), Effective::HalfOpen { .. }) => {
+            out.counts_failure = true;
+            out.next = Word::open(next_gen(w.generation), deadline_after(now, t.recovery));
+            out.transition = transition(S::HalfOpen, S::Open, TransitionReason::ProbeFailed);
+        }
+
+        (Event::Release(g), Effective::HalfOpen { .. }) if g == w.generation => {
+            out.next = Word::open(next_gen(w.generation), now);
+            out.transition = transition(S::HalfOpen, S::Open, TransitionReason::ProbeReleased);
+        }
+        (Event::Release(_), _) => {}
+    }
+    out
+}
+
+/// What the breaker reports after an event was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Applied {
+    pub(crate) verdict: Verdict,
+    /// A lease expiry this event wrote into the word (it happened before the event).
+    pub(crate) expired: Option<Transition>,
+    pub(crate) transition: Option<Transition>,
+}
+
+/// One tool's breaker: the word, the consecutive-failure counter and per-edge tallies.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    word: AtomicU64,
+    consecutive: AtomicU64,
+    transitions: [AtomicU64; 4],
+    timing: Timing,
+}
+
+impl Breaker {
+    pub(crate) fn new(timing: Timing) -> Self {
+        Self {
+            word: AtomicU64::new(Word::FRESH.encode()),
+            consecutive: AtomicU64::new(0),
+            transitions: Default::default(),
+            timing,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> Word {
+        Word::decode(self.word.load(Ordering::Acquire))
+    }
+
+    /// The state at `now` (expiry-aware), without writing anything.
+    pub(crate) fn effective(&self, now: u64) -> Effective {
+        effective(self.load(), now, &self.timing)
+    }
+
+    pub(crate) fn consecutive_failures(&self) -> u64 {
+        self.consecutive.load(Ordering::Relaxed)
+    }
+
+    /// How many times each edge of [`Transition::PAIRS`] was taken.
+    pub(crate) fn transition_counts(&self) -> [u64; 4] {
+        std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
+    }
+
+    /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
+    #[inline]
+    pub(crate) fn acquire(&self, now: impl FnOnce() -> u64) -> Applied {
+        let w = self.load();
+        if w.state == CLOSED {
+            return Applied {
+                verdict: Verdict::Allowed {
+                    generation: w.generation,
+                },
+                expired: None,
+                transition: None,
+            };
+        }
+        self.apply(w, Event::Acquire, now())
+    }
+
+    /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
+    pub(crate) fn would_allow(&self, now: impl FnOnce() -> u64) -> bool {
+        let w = self.load();
+        if w.state == CLOSED {
+            return true;
+        }
+        !matches!(
+            step(w, Event::Acquire, now(), &self.timing).verdict,
+            Verdict::Refused { .. }
+        )
+    }
+
+    /// Records a success (`generation`: the permit's, when there is one).
+    #[inline]
+    pub(crate) fn on_success(&self, generation: Option<u32>, now: impl FnOnce() -> u64) -> Applied {
+        let w = self.load();
+        if w.state == CLOSED && generation.is_none_or(|g| g == w.generation) {
+            // The hot path: a success on a Closed breaker only resets the counter.
+            if self.consecutive.load(Ordering::Relaxed) != 0 {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            return Applied {
+                verdict: Verdict::None,
+                expired: None,
+                transition: None,
+            };
+        }
+        self.apply(w, Event::Success(generation), now())
+    }
+
+    /// Records a failure (`generation`: the permit's, when there is one).
+    pub(crate) fn on_failure(&self, generation: Option<u32>, now: u64) -> Applied {
+        let w = self.load();
+        // Count first, then decide: concurrent failures see distinct counts, so exactly one of
+        // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
+        let count = self
+            .consecutive
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        self.apply_with(w, Event::Failure(generation, count), now, |s| {
+            if !s.counts_failure {
+                self.consecutive.fetch_sub(1, Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// Gives a probe permit back without a result: the next gate call may probe at once.
+    pub(crate) fn release(&self, generation: u32, now: u64) -> Applied {
+        self.apply(self.load(), Event::Release(generation), now)
+    }
+
+    fn apply(&self, w: Word, ev: Event, now: u64) -> Applied {
+        self.apply_with(w, ev, now, |_| {})
+    }
+
+    /// The only concurrent code of the breaker: evaluate the pure step, install it with CAS,
+    /// retry on a lost race.
+    fn apply_with(&self, mut w: Word, ev: Event, now: u64, done: impl FnOnce(&Step)) -> Applied {
+        loop {
+            let s = step(w, ev, now, &self.timing);
+            let installed = s.next == w
+                || self
+                    .word
+                    .compare_exchange_weak(
+                        w.encode(),
+                        s.next.encode(),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .map_err(|actual| w = Word::decode(actual))
+                    .is_ok();
+            if !installed {
+                continue;
+            }
+            if s.reset_counter {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            done(&s);
+            let expired = (s.expired_lease && s.next != w).then_some(Transition {
+                from: BreakerState::HalfOpen,
+                to: BreakerState::Open,
+                reason: TransitionReason::LeaseExpired,
+            });
+            for t in expired.iter().chain(s.transition.iter()) {
+                self.transitions[t.pair_index()].fetch_add(1, Ordering::Relaxed);
+            }
+            return Applied {
+                verdict: s.verdict,
+                expired,
+                transition: s.transition,
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use BreakerState::*;
+
+    const T: Timing = Timing {
+        threshold: 3,
+        recovery: 30_000,
+        lease: 10_000,
+    };
+
+    fn run(w: Word, ev: Event, now: u64) -> Step {
+        step(w, ev, now, &T)
+    }
+
+    #[test]
+    fn word_roundtrips_every_field() {
+        for w in [
+            Word::FRESH,
+            Word::open(GEN_MASK, NEVER),
+            Word::half_open(12345, NEVER - 1),
+            Word::closed(7),
+        ] {
+            assert_eq!(Word::decode(w.encode()), w);
+        }
+        assert_eq!(next_gen(GEN_MASK), 0, "generations wrap inside their field");
+    }
+
+    #[test]
+    fn closed_trips_at_the_threshold() {
+        let w = Word::FRESH;
+        assert_eq!(run(w, Event::Failure(None, 2), 5).next, w);
+        let s = run(w, Event::Failure(None, 3), 5);
+        assert_eq!(s.next, Word::open(1, 30_005));
+        assert_eq!(s.transition.map(|t| (t.from, t.to)), Some((Closed, Open)));
+    }
+
+    #[test]
+    fn open_refuses_until_the_cooldown_inclusive() {
+        let w = Word::open(1, 30_000);
+        assert_eq!(
+            run(w, Event::Acquire, 29_999).verdict,
+            Verdict::Refused {
+                retry_after: Duration::from_millis(1)
+            }
+        );
+        let s = run(w, Event::Acquire, 30_000);
+        assert_eq!(s.verdict, Verdict::Probe { generation: 2 });
+        assert_eq!(s.next, Word::half_open(2, 40_000));
+    }
+
+    #[test]
+    fn lease_expiry_is_inclusive_and_rearms_from_the_lease_end() {
+        let w = Word::half_open(2, 40_000);
+        assert_eq!(
+            effective(w, 39_999, &T),
+            Effective::HalfOpen { lease_end: 40_000 }
+        );
+        assert_eq!(
+            effective(w, 40_000, &T),
+            Effective::Open {
+                ready_at: 70_000,
+                expired_lease: true
+            }
+        );
+        // A late success does not close; the expiry is written with the same generation.
+        let s = run(w, Event::Success(Some(2)), 45_000);
+        assert_eq!(s.next, Word::open(2, 70_000));
+        assert!(s.expired_lease && s.transition.is_none());
+        // The next probe comes at lease end + recovery.
+        assert!(matches!(
+            run(w, Event::Acquire, 69_999).verdict,
+            Verdict::Refused { .. }
+        ));
+        assert_eq!(
+            run(w, Event::Acquire, 70_000).verdict,
+            Verdict::Probe { generation: 3 }
+        );
+    }
+
+    #[test]
+    fn stale_results_never_touch_a_newer_episode() {
+        // Probe of generation 4 in flight; a result from generation 2 arrives.
+        let w = Word::half_open(4, 50_000);
+        assert_eq!(run(w, Event::Success(Some(2)), 45_000).next, w);
+        let f = run(w, Event::Failure(Some(2), 9), 45_000);
+        assert_eq!(f.next, w);
+        assert!(!f.counts_failure);
+        // A stale failure on a Closed episode does not trip it.
+        let c = Word::closed(6);
+        assert_eq!(run(c, Event::Failure(Some(5), 99), 1).next, c);
+        // A stale failure while Open is still fresh bad news.
+        let o = Word::open(7, 100);
+        assert_eq!(
+            run(o, Event::Failure(Some(3), 1), 90).next,
+            Word::open(7, 30_090)
+        );
+    }
+
+    #[test]
+    fn release_lets_the_next_call_probe_at_once() {
+        let w = Word::half_open(2, 40_000);
+        let s = run(w, Event::Release(2), 31_000);
+        assert_eq!(s.next, Word::open(3, 31_000));
+        assert_eq!(
+            run(s.next, Event::Acquire, 31_000).verdict,
+            Verdict::Probe { generation: 4 }
+        );
+        assert_eq!(
+            run(w, Event::Release(1), 31_000).next,
+            w,
+            "a stale release is ignored"
+        );
+    }
+
+    #[test]
+    fn huge_durations_mean_never() {
+        let t = Timing::new(u64::MAX, Duration::MAX, Duration::MAX);
+        assert_eq!(t.recovery, NEVER);
+        let w = Word::open(1, deadline_after(5, t.recovery));
+        assert_eq!(
+            step(w, Event::Acquire, NEVER - 1, &t).verdict,
+            Verdict::Refused {
+                retry_after: Duration::MAX
+            }
+        );
+        assert_eq!(ticks_of_instant(Duration::MAX), NEVER - 1);
+    }
+
+    #[test]
+    fn breaker_counts_and_resets() {
+        let b = Breaker::new(T);
+        b.on_failure(None, 0);
+        b.on_failure(None, 0);
+        assert_eq!(b.consecutive_failures(), 2);
+        b.on_success(None, || 0);
+        assert_eq!(b.consecutive_failures(), 0);
+        for _ in 0..3 {
+            b.on_failure(None, 1);
+        }
+        assert_eq!(b.effective(1).state(), Open);
+        b.on_success(None, || 2);
+        assert_eq!(
+            b.consecutive_failures(),
+            3,
+            "a success while open is ignored"
+        );
+        assert_eq!(b.transition_counts(), [1, 0, 0, 0]);
+    }
+}

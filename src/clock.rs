@@ -1,0 +1,146 @@
+//! Time, behind a trait.
+//!
+//! Every instant the registry uses (cooldowns, probe leases, call durations measured by the
+//! tracing layer) comes from one [`Clock`] owned by the registry. Production code uses the
+//! monotonic [`SystemClock`]; tests use [`ManualClock`] and move time by hand, so no test ever
+//! sleeps and every boundary (elapsed exactly equal to a cooldown) can be pinned.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tool_health::{ManualClock, ToolHealthRegistry};
+//!
+//! let clock = ManualClock::new();
+//! let registry = ToolHealthRegistry::builder().clock(clock.clone()).build();
+//! registry.record_failure("search", Duration::from_millis(5));
+//! clock.advance(Duration::from_secs(30)); // the registry sees the same time line
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A source of monotonic time.
+///
+/// `now` returns the time elapsed since an arbitrary, fixed origin chosen by the clock. It must
+/// never go backwards; the registry tolerates a clock that does (instants are clamped, never
+/// subtracted into an underflow) but its cooldowns are then only as good as the clock.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// Monotonic time since this clock's origin.
+    fn now(&self) -> Duration;
+}
+
+/// The default clock: [`Instant`]-based, with its origin at construction.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    /// A system clock whose origin is now.
+    pub fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// A clock that only moves when told to: the test double for everything time-related.
+///
+/// Clones share one time line, so a test keeps a clone, hands another to the registry, and
+/// advances time from outside. It starts at zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use tool_health::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let seen_by_registry = clock.clone();
+/// clock.advance(Duration::from_millis(1500));
+/// assert_eq!(seen_by_registry.now(), Duration::from_millis(1500));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    // Nanoseconds since the origin. Relaxed is enough: the clock is one independent value and
+    // callers that need happens-before between threads get it from their own synchronisation.
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A manual clock at time zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves time forward by `by` (saturating at `u64::MAX` nanoseconds, about 584 years).
+    pub fn advance(&self, by: Duration) {
+        let by = duration_to_nanos(by);
+        // fetch_update never fails with a closure that always returns Some.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(by))
+            });
+    }
+
+    /// Sets the time to `to` if that is later than now; a manual clock never goes backwards.
+    pub fn set(&self, to: Duration) {
+        self.nanos
+            .fetch_max(duration_to_nanos(to), Ordering::Relaxed);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// Nanoseconds in `d`, clamped to `u64::MAX`.
+pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_starts_at_zero_and_clones_share_time() {
+        let a = ManualClock::new();
+        let b = a.clone();
+        assert_eq!(b.now(), Duration::ZERO);
+        a.advance(Duration::from_secs(3));
+        assert_eq!(b.now(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn manual_clock_saturates_and_never_goes_back() {
+        let c = ManualClock::new();
+        c.advance(Duration::MAX);
+        c.advance(Duration::MAX);
+        assert_eq!(c.now(), Duration::from_nanos(u64::MAX));
+        c.set(Duration::ZERO);
+        assert_eq!(c.now(), Duration::from_nanos(u64::MAX));
+    }
+
+    #[test]
+    fn system_clock_is_monotonic() {
+        let c = SystemClock::new();
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+    }
+}

@@ -1,0 +1,132 @@
+//! What the gate answers and what a call's result is: plain values, never errors or panics.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The text a refused call reports to the model: soft, so the run continues.
+pub const REFUSAL_MESSAGE: &str = "tool temporarily unavailable: circuit breaker open";
+
+/// The `error.type` written on a refused tool span.
+pub const REFUSAL_ERROR_TYPE: &str = "circuit_breaker_open";
+
+/// The gate's answer for one call, from [`ToolHealthRegistry::check`](crate::ToolHealthRegistry::check).
+///
+/// ```
+/// use std::time::Duration;
+/// use tool_health::{CallOutcome, GateDecision, ToolHealthRegistry, REFUSAL_MESSAGE};
+///
+/// let registry = ToolHealthRegistry::new();
+/// match registry.check("search") {
+///     GateDecision::Allowed(permit) | GateDecision::Probe(permit) => {
+///         // ... call the tool, then report through the permit:
+///         registry.record_with_permit("search", permit, CallOutcome::Success, Duration::from_millis(12));
+///     }
+///     GateDecision::Refused { retry_after } => {
+///         println!("{REFUSAL_MESSAGE} (retry in {retry_after:?})");
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a gate decision says whether the call may be made"]
+pub enum GateDecision {
+    /// The breaker is closed: make the call.
+    Allowed(Permit),
+    /// The cooldown elapsed and this caller holds the single probe: make the call and report
+    /// its result (or [`release`](crate::ToolHealthRegistry::release) the permit if the call is
+    /// cancelled), so the breaker can close or re-open.
+    Probe(Permit),
+    /// The breaker is open, or another caller holds the probe. Do not call the tool; tell the
+    /// model [`REFUSAL_MESSAGE`].
+    Refused {
+        /// When the gate could next admit a call if no more news arrives
+        /// (`Duration::MAX`: not in any foreseeable time).
+        retry_after: Duration,
+    },
+}
+
+impl GateDecision {
+    /// Whether the call may be made (allowed or probe).
+    pub fn is_allowed(&self) -> bool {
+        !matches!(self, Self::Refused { .. })
+    }
+
+    /// The permit, when the call may be made.
+    pub fn permit(&self) -> Option<Permit> {
+        match *self {
+            Self::Allowed(p) | Self::Probe(p) => Some(p),
+            Self::Refused { .. } => None,
+        }
+    }
+
+    /// `allowed`, `probe` or `refused`: the value of the `tool_health.gate.decision` attribute.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Allowed(_) => "allowed",
+            Self::Probe(_) => "probe",
+            Self::Refused { .. } => "refused",
+        }
+    }
+}
+
+impl fmt::Display for GateDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Proof of admission: the breaker generation a call was admitted in.
+///
+/// Results recorded with a permit only move the breaker when they still describe its current
+/// episode: a success from an older generation is ignored, and a failure from an older
+/// generation can only re-arm an open breaker's cooldown. A permit is a small `Copy` value; the
+/// tool name is passed again when recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Permit {
+    pub(crate) generation: u32,
+    pub(crate) probe: bool,
+}
+
+impl Permit {
+    /// The breaker generation the call was admitted in.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Whether this permit is the breaker's single probe.
+    pub fn is_probe(&self) -> bool {
+        self.probe
+    }
+}
+
+/// The outcome of one tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallOutcome {
+    /// The tool did its job.
+    Success,
+    /// The tool failed (an error, a timeout, a panic): counts toward the breaker.
+    Failure,
+    /// The call failed through the caller's fault (e.g. invalid arguments from the model): counted
+    /// apart, neither a success nor a failure of the tool, never trips its breaker.
+    Ignored,
+    /// The gate refused the call: zero duration, not a failure.
+    Refused,
+}
+
+impl CallOutcome {
+    /// `success`, `failure`, `ignored` or `refused`: the value of the `tool_health.outcome` attribute.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Ignored => "ignored",
+            Self::Refused => "refused",
+        }
+    }
+}
+
+impl fmt::Display for CallOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

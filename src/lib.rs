@@ -1,0 +1,86 @@
+//! Keep AI-agent tools from being hammered while they are sick.
+//!
+//! Per tool, `tool-health` keeps lock-free health stats (success rate, an EWMA of success, a
+//! score and a status) and a circuit breaker (closed → open → half-open with a single leased
+//! probe). The gate refuses calls to a sick tool *softly* — the model is told
+//! [`REFUSAL_MESSAGE`] and the run goes on — probes it once after a cooldown, and recovers on
+//! its own.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tool_health::{BreakerState, HealthStatus, ManualClock, ToolHealthRegistry, REFUSAL_MESSAGE};
+//!
+//! let clock = ManualClock::new();
+//! let registry = ToolHealthRegistry::builder().clock(clock.clone()).build();
+//!
+//! // The database behind a tool dies: three failures in a row trip its breaker.
+//! for _ in 0..3 {
+//!     assert!(registry.allow_request("sql_query"));
+//!     registry.record_failure("sql_query", Duration::from_secs(2));
+//! }
+//! assert!(!registry.allow_request("sql_query"));
+//! assert_eq!(registry.get_health_status("sql_query"), HealthStatus::Unhealthy);
+//! println!("to the model: {REFUSAL_MESSAGE}");
+//!
+//! // After the cooldown one caller gets the probe; it succeeds and the breaker closes.
+//! clock.advance(Duration::from_secs(30));
+//! assert!(registry.allow_request("sql_query"));
+//! registry.record_success("sql_query", Duration::from_millis(40));
+//! assert_eq!(registry.breaker_state("sql_query"), BreakerState::Closed);
+//! ```
+//!
+//! # Modules
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`clock`] | [`Clock`], [`SystemClock`], [`ManualClock`] |
+//! | [`stats`] | per-tool atomics, EWMA, score, [`HealthStatus`] |
+//! | [`breaker`] | the breaker word, its pure transition function, [`BreakerState`] |
+//! | [`gate`] | [`GateDecision`], [`Permit`], [`CallOutcome`], [`REFUSAL_MESSAGE`] |
+//! | [`registry`] | [`ToolHealthRegistry`]: names → entries, gate and record by name, reads |
+//! | [`router`] | [`HealthRouter`]: fallbacks |
+//! | [`layer`] | [`ToolHealthLayer`]: outcomes inferred from tool spans, the span-aware gate |
+//! | [`metrics`] | [`publish_metrics`]: OpenTelemetry instruments |
+//!
+//! # Interactions to know (properties, not bugs)
+//!
+//! 1. **The gate keys on the requested name; recording keys on the resolved name.** A
+//!    middleware that renames tools (or routes with [`HealthRouter`]) can split the two key
+//!    spaces: gate and record the same name — the one actually called.
+//! 2. **Everything retry-shaped re-fires per attempt.** Three failing retries record three
+//!    failures, enough to open a breaker with the default threshold. Usually right (the tool
+//!    is failing), but know it.
+//! 3. **Repeated refusals by a safety layer count as failures if you record them as such.**
+//!    Once the breaker opens, the gate refuses first and the model sees "temporarily
+//!    unavailable" instead of the safety layer's reason. Record such blocks as
+//!    [`CallOutcome::Ignored`] if they should not count.
+//! 4. **Zero threshold ≠ never trip** in spirit: `failure_threshold: 0` disables tripping, but
+//!    the consecutive-failure counter keeps counting (and shows in snapshots).
+//! 5. **`is_tool_available` and `allow_request` agree at every instant**, expiry-aware
+//!    half-open included; the first never consumes the probe. Property tests pin this.
+//!
+//! # Hot path
+//!
+//! After the first record of a tool name, the gate and the record paths take no lock and
+//! allocate nothing: a lock-free map lookup, then atomics (see [`registry`]).
+
+pub mod breaker;
+pub mod clock;
+pub mod gate;
+pub mod layer;
+pub mod metrics;
+pub mod registry;
+pub mod router;
+pub mod stats;
+
+pub use breaker::{BreakerState, Transition, TransitionReason};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use gate::{CallOutcome, GateDecision, Permit, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
+pub use layer::ToolHealthLayer;
+pub use metrics::publish_metrics;
+pub use registry::{
+    CallEvent, CircuitBreakerConfig, HealthObserver, OverflowStats, Recorded, RegistryBuilder,
+    ToolHealthRegistry, ToolHealthSnapshot, DEFAULT_MAX_TOOLS,
+};
+pub use router::{HealthRouter, HealthRouterBuilder};
+pub use stats::HealthStatus;

@@ -1,0 +1,328 @@
+//! Per-tool health statistics: counts, durations, the EWMA of success, score and status.
+//!
+//! One [`ToolStats`] per tool, every field an `AtomicU64`: recording a call never takes a lock
+//! and never allocates. The formulas are those of the behaviour reference:
+//!
+//! * `ewma_success` is fixed point with [`EWMA_SCALE`] = 1,000,000 meaning 1.0; a new tool starts
+//!   at 1.0. Each call moves it 30 % of the way toward the sample (1.0 on success, 0.0 on
+//!   failure), the step rounded up (away from zero), so from a fresh tool: failure → 0.7,
+//!   failure → 0.49, success → 0.643 exactly, and long runs reach exactly 1.0 or exactly 0.0.
+//! * `success_rate = success / total` (1.0 with no calls).
+//! * `health_score = 0.3 × success_rate + 0.7 × ewma`.
+//! * Durations: a saturating sum (never wraps; one `Duration` above `u64::MAX` ns clamps) and a
+//!   high-water mark over **all** calls, failed ones included: a timeout is tail latency too.
+//!   Latency never feeds the score.
+//!
+//! # Orderings
+//!
+//! Every access is `Relaxed`. Each counter is an independent monotonic (or CAS-updated) value;
+//! nothing else is published through them, so no happens-before is needed. A snapshot taken
+//! while calls are being recorded may see one counter updated and another not yet; at
+//! quiescence `total == success + failure` holds exactly (total is derived, not stored).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::clock::duration_to_nanos;
+
+/// Fixed-point scale of the EWMA: `1_000_000` is 1.0.
+pub const EWMA_SCALE: u64 = 1_000_000;
+
+/// Score at or above which a tool is [`HealthStatus::Healthy`].
+pub const HEALTHY_SCORE: f64 = 0.8;
+/// Score at or above which (and below [`HEALTHY_SCORE`]) a tool is [`HealthStatus::Degraded`].
+pub const DEGRADED_SCORE: f64 = 0.5;
+
+/// How healthy a tool looks.
+///
+/// A tool whose breaker is open (including a half-open breaker whose probe lease expired) is
+/// `Unhealthy`; otherwise the score decides: `≥ 0.8` healthy, `≥ 0.5` degraded, below that
+/// unhealthy. The status informs dashboards and routing; it never blocks a call by itself —
+/// only the breaker does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HealthStatus {
+    /// Score ≥ 0.8 and the breaker is not open.
+    Healthy,
+    /// 0.5 ≤ score < 0.8 and the breaker is not open.
+    Degraded,
+    /// Score < 0.5, or the breaker is open.
+    Unhealthy,
+}
+
+impl HealthStatus {
+    /// The lowercase name: `healthy`, `degraded` or `unhealthy`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Healthy => "healthy",
+            Self::Degraded => "degraded",
+            Self::Unhealthy => "unhealthy",
+        }
+    }
+
+    /// The status for a score, given whether the breaker is (effectively) open.
+    pub fn classify(score: f64, breaker_open: bool) -> Self {
+        if breaker_open {
+            Self::Unhealthy
+        } else if score >= HEALTHY_SCORE {
+            Self::Healthy
+        } else if score >= DEGRADED_SCORE {
+            Self::Degraded
+        } else {
+            Self::Unhealthy
+        }
+    }
+}
+
+impl std::fmt::Display for HealthStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One EWMA step in fixed point: 30 % of the way toward the sample, rounded away from zero.
+pub(crate) const fn ewma_step(prev: u64, success: bool) -> u64 {
+    let prev = if prev > EWMA_SCALE { EWMA_SCALE } else { prev };
+    if success {
+        let gap = EWMA_SCALE - prev;
+        prev + (gap * 3).div_ceil(10)
+    } else {
+        prev - (prev * 3).div_ceil(10)
+    }
+}
+
+/// `0.3 × success_rate + 0.7 × ewma`.
+pub(crate) fn health_score(success_rate: f64, ewma: f64) -> f64 {
+    0.3 * success_rate + 0.7 * ewma
+}
+
+/// The lock-free statistics of one tool.
+#[derive(Debug)]
+pub(crate) struct ToolStats {
+    success: AtomicU64,
+    failure: AtomicU64,
+    /// Calls whose outcome was a caller error: neither success nor failure.
+    ignored: AtomicU64,
+    /// Calls refused by the breaker (zero duration, not a failure).
+    refused: AtomicU64,
+    total_duration_ns: AtomicU64,
+    max_duration_ns: AtomicU64,
+    ewma: AtomicU64,
+}
+
+/// A consistent-enough copy of the counters (see the module's "Orderings").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct StatsSnapshot {
+    pub(crate) success: u64,
+    pub(crate) failure: u64,
+    pub(crate) ignored: u64,
+    pub(crate) refused: u64,
+    pub(crate) total_duration_ns: u64,
+    pub(crate) max_duration_ns: u64,
+    pub(crate) ewma: u64,
+}
+
+impl StatsSnapshot {
+    pub(crate) fn total(&self) -> u64 {
+        self.success.saturating_add(self.failure)
+    }
+
+    pub(crate) fn success_rate(&self) -> f64 {
+        match self.total() {
+            0 => 1.0,
+            total => self.success as f64 / total as f64,
+        }
+    }
+
+    pub(crate) fn ewma_f64(&self) -> f64 {
+        self.ewma as f64 / EWMA_SCALE as f64
+    }
+
+    pub(crate) fn score(&self) -> f64 {
+        health_score(self.success_rate(), self.ewma_f64())
+    }
+
+    pub(crate) fn avg_duration(&self) -> Duration {
+        match self.total() {
+            0 => Duration::ZERO,
+            total => Duration::from_nanos(self.total_duration_ns / total),
+        }
+    }
+}
+
+impl Default for ToolStats {
+    fn default() -> Self {
+        Self {
+            success: AtomicU64::new(0),
+            failure: AtomicU64::new(0),
+            ignored: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            total_duration_ns: AtomicU64::new(0),
+            max_duration_ns: AtomicU64::new(0),
+            ewma: AtomicU64::new(EWMA_SCALE),
+        }
+    }
+}
+
+impl ToolStats {
+    /// Records one finished call.
+    #[inline]
+    pub(crate) fn record(&self, success: bool, duration: Duration) {
+        if success {
+            self.success.fetch_add(1, Relaxed);
+        } else {
+            self.failure.fetch_add(1, Relaxed);
+        }
+        self.add_duration(duration_to_nanos(duration));
+        self.step_ewma(success);
+    }
+
+    /// Records a call refused by the breaker: it has no duration and is not a failure.
+    #[inline]
+    pub(crate) fn record_refused(&self) {
+        self.refused.fetch_add(1, Relaxed);
+    }
+
+    /// Records a call that failed through the caller's fault (e.g. invalid arguments): counted,
+    /// but neither a success nor a failure of the tool, and no duration.
+    #[inline]
+    pub(crate) fn record_ignored(&self) {
+        self.ignored.fetch_add(1, Relaxed);
+    }
+
+    #[inline]
+    fn add_duration(&self, ns: u64) {
+        if ns != 0 {
+            let _ = self
+                .total_duration_ns
+                .fetch_update(Relaxed, Relaxed, |t| Some(t.saturating_add(ns)));
+        }
+        // Read first: in the steady state the maximum is rarely raised, and a plain load is
+        // much cheaper than a read-modify-write on a shared line.
+        if ns > self.max_duration_ns.load(Relaxed) {
+            self.max_duration_ns.fetch_max(ns, Relaxed);
+        }
+    }
+
+    #[inline]
+    fn step_ewma(&self, success: bool) {
+        let cur = self.ewma.load(Relaxed);
+        let target = if success { EWMA_SCALE } else { 0 };
+        if cur == target {
+            return; // already at the fixed point: no write, no contention
+        }
+        let _ = self
+            .ewma
+            .fetch_update(Relaxed, Relaxed, |prev| Some(ewma_step(prev, success)));
+    }
+
+    pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            success: self.success.load(Relaxed),
+            failure: self.failure.load(Relaxed),
+            ignored: self.ignored.load(Relaxed),
+            refused: self.refused.load(Relaxed),
+            total_duration_ns: self.total_duration_ns.load(Relaxed),
+            max_duration_ns: self.max_duration_ns.load(Relaxed),
+            ewma: self.ewma.load(Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ewma_after(seq: &[bool]) -> u64 {
+        seq.iter().fold(EWMA_SCALE, |e, &s| ewma_step(e, s))
+    }
+
+    #[test]
+    fn ewma_matches_the_reference_sequence() {
+        assert_eq!(ewma_after(&[false]), 700_000);
+        assert_eq!(ewma_after(&[false, false]), 490_000);
+        assert_eq!(ewma_after(&[false, false, true]), 643_000);
+    }
+
+    #[test]
+    fn ewma_long_runs_reach_the_exact_bounds() {
+        assert_eq!(ewma_after(&[true; 200]), EWMA_SCALE);
+        let mut e = 0;
+        for _ in 0..200 {
+            e = ewma_step(e, true);
+        }
+        assert_eq!(
+            e, EWMA_SCALE,
+            "from 0.0 a run of successes reaches exactly 1.0"
+        );
+        assert_eq!(ewma_after(&[false; 200]), 0);
+    }
+
+    #[test]
+    fn ewma_step_is_total_on_out_of_range_input() {
+        assert_eq!(ewma_step(u64::MAX, true), EWMA_SCALE);
+        assert_eq!(ewma_step(u64::MAX, false), 700_000);
+    }
+
+    #[test]
+    fn one_failure_on_a_fresh_tool_scores_0_49() {
+        let s = ToolStats::default();
+        s.record(false, Duration::from_millis(1));
+        let snap = s.snapshot();
+        assert_eq!(snap.success_rate(), 0.0);
+        assert!((snap.score() - 0.49).abs() < 1e-12);
+    }
+
+    #[test]
+    fn classification_bounds_are_inclusive_on_the_upper_class() {
+        assert_eq!(HealthStatus::classify(0.8, false), HealthStatus::Healthy);
+        assert_eq!(
+            HealthStatus::classify(0.799_999, false),
+            HealthStatus::Degraded
+        );
+        assert_eq!(HealthStatus::classify(0.5, false), HealthStatus::Degraded);
+        assert_eq!(
+            HealthStatus::classify(0.499_999, false),
+            HealthStatus::Unhealthy
+        );
+        assert_eq!(HealthStatus::classify(1.0, true), HealthStatus::Unhealthy);
+    }
+
+    #[test]
+    fn durations_saturate_and_max_includes_failures() {
+        let s = ToolStats::default();
+        s.record(true, Duration::from_millis(10));
+        s.record(false, Duration::from_millis(900));
+        s.record(true, Duration::MAX);
+        s.record(true, Duration::MAX);
+        let snap = s.snapshot();
+        assert_eq!(snap.total_duration_ns, u64::MAX);
+        assert_eq!(snap.max_duration_ns, u64::MAX);
+        assert_eq!(snap.total(), 4);
+
+        let s = ToolStats::default();
+        s.record(true, Duration::from_millis(10));
+        s.record(false, Duration::from_millis(900));
+        let snap = s.snapshot();
+        assert_eq!(snap.max_duration_ns, 900_000_000);
+        assert_eq!(snap.avg_duration(), Duration::from_millis(455));
+    }
+
+    #[test]
+    fn latency_never_feeds_the_score() {
+        let fast = ToolStats::default();
+        let slow = ToolStats::default();
+        for _ in 0..10 {
+            fast.record(true, Duration::from_micros(1));
+            slow.record(true, Duration::from_secs(60));
+        }
+        assert_eq!(fast.snapshot().score(), slow.snapshot().score());
+    }
+
+    #[test]
+    fn no_calls_means_rate_one_and_zero_average() {
+        let snap = ToolStats::default().snapshot();
+        assert_eq!(snap.success_rate(), 1.0);
+        assert_eq!(snap.avg_duration(), Duration::ZERO);
+        assert_eq!(snap.score(), 1.0);
+    }
+}

@@ -531,6 +531,7 @@ impl Breaker {
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
+    #[allow(dead_code)] // read by the metrics exporter
     pub(crate) fn transition_counts(&self) -> [u64; 4] {
         std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
     }

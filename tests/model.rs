@@ -19,9 +19,13 @@ use tool_health::{
 enum MState {
     Closed,
     /// Refusing until `ready_at`.
-    Open { ready_at: Duration },
+    Open {
+        ready_at: Duration,
+    },
     /// The probe was granted at `granted_at`.
-    HalfOpen { granted_at: Duration },
+    HalfOpen {
+        granted_at: Duration,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -234,7 +238,11 @@ fn config() -> impl Strategy<Value = CircuitBreakerConfig> {
 fn check_tool(r: &ToolHealthRegistry, m: &HashMap<&str, MTool>, tool: &str, now: Duration) {
     let model = m.get(tool);
     let snap = r.snapshot(tool);
-    assert_eq!(snap.is_some(), model.is_some(), "entry existence of {tool:?}");
+    assert_eq!(
+        snap.is_some(),
+        model.is_some(),
+        "entry existence of {tool:?}"
+    );
     let Some(model) = model else {
         assert_eq!(r.breaker_state(tool), BreakerState::Closed);
         assert!(r.is_tool_available(tool));
@@ -249,7 +257,10 @@ fn check_tool(r: &ToolHealthRegistry, m: &HashMap<&str, MTool>, tool: &str, now:
     assert_eq!(s.refused_count, model.refused);
     assert_eq!(s.ignored_count, model.ignored);
     assert_eq!(s.ewma_success, model.ewma as f64 / 1e6);
-    assert_eq!(s.consecutive_failures, model.consecutive, "counter of {tool:?}");
+    assert_eq!(
+        s.consecutive_failures, model.consecutive,
+        "counter of {tool:?}"
+    );
     assert_eq!(s.status, model.status(now), "status of {tool:?}");
     assert_eq!(r.is_tool_available(tool), model.available(now));
 }

@@ -10,7 +10,11 @@ use tool_health::{
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
-fn registry(threshold: u32, recovery: Duration, lease: Duration) -> (ToolHealthRegistry, ManualClock) {
+fn registry(
+    threshold: u32,
+    recovery: Duration,
+    lease: Duration,
+) -> (ToolHealthRegistry, ManualClock) {
     let clock = ManualClock::new();
     let r = ToolHealthRegistry::builder()
         .config(CircuitBreakerConfig {
@@ -39,7 +43,10 @@ fn config_defaults_are_3_30s_30s() {
     assert_eq!(c.failure_threshold, 3);
     assert_eq!(c.recovery_duration, 30 * SEC);
     assert_eq!(c.probe_timeout, 30 * SEC);
-    assert_eq!(REFUSAL_MESSAGE, "tool temporarily unavailable: circuit breaker open");
+    assert_eq!(
+        REFUSAL_MESSAGE,
+        "tool temporarily unavailable: circuit breaker open"
+    );
 }
 
 #[test]
@@ -58,7 +65,10 @@ fn stats_follow_the_reference_formulas() {
     r.record_failure("t", 10 * MS);
     let s = r.snapshot("t").unwrap();
     assert_eq!(s.ewma_success, 0.7);
-    assert!((s.score - 0.49).abs() < 1e-12, "one failure on a fresh tool scores 0.49");
+    assert!(
+        (s.score - 0.49).abs() < 1e-12,
+        "one failure on a fresh tool scores 0.49"
+    );
     assert_eq!(s.status, HealthStatus::Unhealthy);
     r.record_failure("t", 30 * MS);
     assert_eq!(r.snapshot("t").unwrap().ewma_success, 0.49);
@@ -94,7 +104,10 @@ fn trips_at_the_threshold_and_only_an_accepted_success_resets() {
     assert_eq!(r.breaker_state("t"), BreakerState::Closed);
     assert_eq!(r.snapshot("t").unwrap().consecutive_failures, 2);
     let rec = r.record_failure("t", MS);
-    assert_eq!(rec.transition.map(|t| t.reason), Some(TransitionReason::Tripped));
+    assert_eq!(
+        rec.transition.map(|t| t.reason),
+        Some(TransitionReason::Tripped)
+    );
     assert_eq!(r.breaker_state("t"), BreakerState::Open);
     assert_eq!(r.get_health_status("t"), HealthStatus::Unhealthy);
 }
@@ -126,7 +139,10 @@ fn cooldown_boundary_is_inclusive() {
     assert!(!r.allow_request("t"));
     clock.advance(MS);
     assert!(r.is_tool_available("t"));
-    assert!(r.allow_request("t"), "elapsed == recovery counts as elapsed");
+    assert!(
+        r.allow_request("t"),
+        "elapsed == recovery counts as elapsed"
+    );
     assert_eq!(r.breaker_state("t"), BreakerState::HalfOpen);
 }
 
@@ -176,7 +192,10 @@ fn probe_success_closes_and_resets_the_counter() {
     clock.advance(30 * SEC);
     assert!(r.allow_request("t"));
     let rec = r.record_success("t", MS);
-    assert_eq!(rec.transition.map(|t| t.reason), Some(TransitionReason::ProbeSucceeded));
+    assert_eq!(
+        rec.transition.map(|t| t.reason),
+        Some(TransitionReason::ProbeSucceeded)
+    );
     assert_eq!(r.breaker_state("t"), BreakerState::Closed);
     assert_eq!(r.snapshot("t").unwrap().consecutive_failures, 0);
 }
@@ -235,7 +254,10 @@ fn late_success_after_lease_expiry_does_not_close() {
     assert!(r.allow_request("t"));
     clock.advance(7 * SEC);
     let rec = r.record_success("t", 7 * SEC);
-    assert_eq!(rec.expired.map(|t| t.reason), Some(TransitionReason::LeaseExpired));
+    assert_eq!(
+        rec.expired.map(|t| t.reason),
+        Some(TransitionReason::LeaseExpired)
+    );
     assert_eq!(rec.transition, None);
     assert_eq!(r.breaker_state("t"), BreakerState::Open);
     // Cooldown still counted from the lease's end (t=15 s): next probe at 25 s.
@@ -333,7 +355,11 @@ fn permit_results_from_an_older_generation_never_touch_a_newer_episode() {
     r.record_with_permit("t", probe, CallOutcome::Failure, MS);
     assert_eq!(r.breaker_state("t"), BreakerState::Closed);
     let s = r.snapshot("t").unwrap();
-    assert_eq!((s.success_count, s.failure_count), (2, 3), "stats count every call");
+    assert_eq!(
+        (s.success_count, s.failure_count),
+        (2, 3),
+        "stats count every call"
+    );
 }
 
 #[test]
@@ -344,7 +370,10 @@ fn released_probe_can_be_granted_again_at_once() {
     let probe = r.check("t").permit().unwrap();
     clock.advance(SEC);
     let rec = r.release("t", probe);
-    assert_eq!(rec.transition.map(|t| t.reason), Some(TransitionReason::ProbeReleased));
+    assert_eq!(
+        rec.transition.map(|t| t.reason),
+        Some(TransitionReason::ProbeReleased)
+    );
     assert!(r.is_tool_available("t"));
     assert!(matches!(r.check("t"), GateDecision::Probe(_)));
     // Releasing the old permit again does nothing to the new probe.
@@ -386,11 +415,19 @@ fn set_config_applies_only_to_breakers_created_afterwards() {
         ..CircuitBreakerConfig::default()
     });
     r.record_failure("old", MS);
-    assert_eq!(r.breaker_state("old"), BreakerState::Open, "old keeps threshold 1");
+    assert_eq!(
+        r.breaker_state("old"),
+        BreakerState::Open,
+        "old keeps threshold 1"
+    );
     for _ in 0..4 {
         r.record_failure("new", MS);
     }
-    assert_eq!(r.breaker_state("new"), BreakerState::Closed, "new gets threshold 5");
+    assert_eq!(
+        r.breaker_state("new"),
+        BreakerState::Closed,
+        "new gets threshold 5"
+    );
     r.record_failure("new", MS);
     assert_eq!(r.breaker_state("new"), BreakerState::Open);
     assert_eq!(r.config().failure_threshold, 5);
@@ -449,7 +486,11 @@ fn router_prefers_the_primary_then_fallbacks_in_order() {
     r.record_failure("b1", MS);
     assert_eq!(router.resolve_tool("primary", &r), "b2");
     r.record_failure("b2", MS);
-    assert_eq!(router.resolve_tool("primary", &r), "primary", "all down → primary");
+    assert_eq!(
+        router.resolve_tool("primary", &r),
+        "primary",
+        "all down → primary"
+    );
     assert_eq!(router.resolve_tool("unrouted", &r), "unrouted");
 }
 

@@ -152,7 +152,8 @@ impl Transition {
         }
     }
 
-    /// Every edge of the state machine, in the order of [`Transition::pair_index`].
+    /// Every edge of the state machine: (closed, open), (open, half_open), (half_open, closed),
+    /// (half_open, open).
     pub const PAIRS: [(BreakerState, BreakerState); 4] = [
         (BreakerState::Closed, BreakerState::Open),
         (BreakerState::Open, BreakerState::HalfOpen),

@@ -55,10 +55,14 @@
 //! failures it "should" hold; the state is always right.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::{ArcSwap, ArcSwapOption};
+
 use crate::clock::duration_to_nanos;
+use crate::policy::{RateWindow, ToolPolicy, TripPolicy};
 
 /// The state of a tool's circuit breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -237,6 +241,10 @@ impl Word {
             | (self.state & STATE_MASK)
     }
 
+    pub(crate) fn generation(self) -> u32 {
+        self.generation
+    }
+
     fn closed(generation: u32) -> Self {
         Self {
             state: CLOSED,
@@ -266,25 +274,37 @@ fn next_gen(g: u32) -> u32 {
     g.wrapping_add(1) & GEN_MASK
 }
 
-/// Breaker settings converted to ticks once, when the breaker is created.
+/// The durations one step works with, in ticks, computed from the tool's policy just before the
+/// step (so the step itself stays a pure function of its inputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timing {
-    /// 0 disables tripping.
-    pub(crate) threshold: u64,
-    /// Cooldown in ticks ([`NEVER`]: never recovers).
+    /// Cooldown after an expired probe lease, in ticks ([`NEVER`]: never recovers).
     pub(crate) recovery: u64,
+    /// Cooldown of an opening this step makes (backoff and jitter included).
+    pub(crate) open_for: u64,
     /// Probe lease in ticks; 0 disables the lease.
     pub(crate) lease: u64,
 }
 
 impl Timing {
-    pub(crate) fn new(threshold: u64, recovery: Duration, lease: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(recovery: Duration, lease: Duration) -> Self {
+        let recovery = ticks_of_duration(recovery);
         Self {
-            threshold,
-            recovery: ticks_of_duration(recovery),
+            recovery,
+            open_for: recovery,
             lease: ticks_of_duration(lease),
         }
     }
+}
+
+/// What the tool's policy concluded about a failure before the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FailureFacts {
+    /// Whether this failure trips a closed breaker (threshold or failure-rate reached).
+    pub(crate) trips: bool,
+    /// A retry hint from the tool: an opening lasts at least until this instant (0: none).
+    pub(crate) not_before: u64,
 }
 
 /// The state a word is in at an instant, with every expired lease already applied.
@@ -337,8 +357,8 @@ pub(crate) enum Event {
     Acquire,
     /// A successful call; `Some(generation)` when recorded through a permit.
     Success(Option<u32>),
-    /// A failed call, with the consecutive-failure count including this one.
-    Failure(Option<u32>, u64),
+    /// A failed call, with what the policy concluded about it.
+    Failure(Option<u32>, FailureFacts),
     /// A probe permit given back without a result (a cancelled call).
     Release(u32),
 }
@@ -354,6 +374,10 @@ pub(crate) enum Verdict {
     },
     Refused {
         retry_after: Duration,
+    },
+    /// Refused by the breaker, let through by shadow mode (decided by the registry).
+    ShadowRefused {
+        generation: u32,
     },
     /// Not a gate event.
     None,
@@ -381,6 +405,11 @@ fn transition(
     reason: TransitionReason,
 ) -> Option<Transition> {
     Some(Transition { from, to, reason })
+}
+
+/// When an opening made at `now` ends: the cooldown, or the tool's retry hint if later.
+fn reopen_at(now: u64, t: &Timing, facts: FailureFacts) -> u64 {
+    deadline_after(now, t.open_for).max(facts.not_before.min(NEVER))
 }
 
 /// The breaker's transition function: old word, event, now, timing → new word and effects.
@@ -461,22 +490,22 @@ pub(crate) fn step(w: Word, ev: Event, now: u64, t: &Timing) -> Step {
             out.transition = transition(S::HalfOpen, S::Closed, TransitionReason::ProbeSucceeded);
         }
 
-        (Event::Failure(_, _), Effective::Open { .. }) => {
+        (Event::Failure(_, facts), Effective::Open { .. }) => {
             // Fresh bad news, stale or not: the cooldown restarts from now.
-            out.next = Word::open(w.generation, deadline_after(now, t.recovery));
+            out.next = Word::open(w.generation, reopen_at(now, t, facts));
             out.counts_failure = true;
         }
         (Event::Failure(g, _), _) if stale(g) => {}
-        (Event::Failure(_, count), Effective::Closed) => {
+        (Event::Failure(_, facts), Effective::Closed) => {
             out.counts_failure = true;
-            if t.threshold != 0 && count >= t.threshold {
-                out.next = Word::open(next_gen(w.generation), deadline_after(now, t.recovery));
+            if facts.trips {
+                out.next = Word::open(next_gen(w.generation), reopen_at(now, t, facts));
                 out.transition = transition(S::Closed, S::Open, TransitionReason::Tripped);
             }
         }
-        (Event::Failure(..), Effective::HalfOpen { .. }) => {
+        (Event::Failure(_, facts), Effective::HalfOpen { .. }) => {
             out.counts_failure = true;
-            out.next = Word::open(next_gen(w.generation), deadline_after(now, t.recovery));
+            out.next = Word::open(next_gen(w.generation), reopen_at(now, t, facts));
             out.transition = transition(S::HalfOpen, S::Open, TransitionReason::ProbeFailed);
         }
 
@@ -496,24 +525,93 @@ pub(crate) struct Applied {
     /// A lease expiry this event wrote into the word (it happened before the event).
     pub(crate) expired: Option<Transition>,
     pub(crate) transition: Option<Transition>,
+    /// The word the event was applied to.
+    from_word: Word,
 }
 
-/// One tool's breaker: the word, the consecutive-failure counter and per-edge tallies.
+impl Applied {
+    fn verdict(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            expired: None,
+            transition: None,
+            from_word: Word::FRESH,
+        }
+    }
+
+    /// Runs `f` with the word the event met when the event opened the breaker.
+    fn with_level(self, f: impl FnOnce(Word)) -> Self {
+        if matches!(self.transition, Some(t) if t.to == BreakerState::Open) {
+            f(self.from_word);
+        }
+        self
+    }
+}
+
+/// One tool's breaker: the word, the consecutive-failure counter, per-edge tallies, and the
+/// policy that turns events into timings and trip decisions.
 #[derive(Debug)]
 pub(crate) struct Breaker {
     word: AtomicU64,
     consecutive: AtomicU64,
     transitions: [AtomicU64; 4],
-    timing: Timing,
+    /// Backoff level of the current (or last) open episode.
+    level: AtomicU64,
+    /// When the breaker last closed after a probe, in ticks ([`NEVER`]: not since creation).
+    closed_at: AtomicU64,
+    policy: ArcSwap<ToolPolicy>,
+    /// Failure-rate window, present while the policy is [`TripPolicy::FailureRate`].
+    window: ArcSwapOption<RateWindow>,
+    /// Mirrors `window.is_some()` so the success fast path pays one relaxed load.
+    has_window: AtomicBool,
 }
 
 impl Breaker {
-    pub(crate) fn new(timing: Timing) -> Self {
-        Self {
+    pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
+        let b = Self {
             word: AtomicU64::new(Word::FRESH.encode()),
             consecutive: AtomicU64::new(0),
             transitions: Default::default(),
-            timing,
+            level: AtomicU64::new(0),
+            closed_at: AtomicU64::new(NEVER),
+            policy: ArcSwap::new(Arc::clone(&policy)),
+            window: ArcSwapOption::empty(),
+            has_window: AtomicBool::new(false),
+        };
+        b.set_policy(policy);
+        b
+    }
+
+    /// Installs a policy on a live breaker; state and counters are kept.
+    pub(crate) fn set_policy(&self, policy: Arc<ToolPolicy>) {
+        match policy.trip {
+            TripPolicy::FailureRate { window, .. } => {
+                self.window.store(Some(Arc::new(RateWindow::new(window))));
+                self.has_window.store(true, Ordering::Release);
+            }
+            TripPolicy::ConsecutiveFailures => {
+                self.has_window.store(false, Ordering::Release);
+                self.window.store(None);
+            }
+        }
+        self.policy.store(policy);
+    }
+
+    pub(crate) fn policy(&self) -> Arc<ToolPolicy> {
+        self.policy.load_full()
+    }
+
+    fn level(&self) -> u32 {
+        u32::try_from(self.level.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
+    }
+
+    /// The timing of a step that makes no opening.
+    fn timing(&self, p: &ToolPolicy) -> Timing {
+        let recovery = p.recovery_ticks(self.level());
+        Timing {
+            recovery,
+            open_for: recovery,
+            lease: ticks_of_duration(p.breaker.probe_timeout),
         }
     }
 
@@ -524,7 +622,11 @@ impl Breaker {
 
     /// The state at `now` (expiry-aware), without writing anything.
     pub(crate) fn effective(&self, now: u64) -> Effective {
-        effective(self.load(), now, &self.timing)
+        let w = self.load();
+        if w.state == CLOSED {
+            return Effective::Closed;
+        }
+        effective(w, now, &self.timing(&self.policy.load()))
     }
 
     pub(crate) fn consecutive_failures(&self) -> u64 {
@@ -532,7 +634,6 @@ impl Breaker {
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
-    #[allow(dead_code)] // read by the metrics exporter
     pub(crate) fn transition_counts(&self) -> [u64; 4] {
         std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
     }
@@ -542,15 +643,12 @@ impl Breaker {
     pub(crate) fn acquire(&self, now: impl FnOnce() -> u64) -> Applied {
         let w = self.load();
         if w.state == CLOSED {
-            return Applied {
-                verdict: Verdict::Allowed {
-                    generation: w.generation,
-                },
-                expired: None,
-                transition: None,
-            };
+            return Applied::verdict(Verdict::Allowed {
+                generation: w.generation,
+            });
         }
-        self.apply(w, Event::Acquire, now())
+        let t = self.timing(&self.policy.load());
+        self.apply(w, now(), |_| (Event::Acquire, t), |_| {})
     }
 
     /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
@@ -559,32 +657,47 @@ impl Breaker {
         if w.state == CLOSED {
             return true;
         }
+        let t = self.timing(&self.policy.load());
         !matches!(
-            step(w, Event::Acquire, now(), &self.timing).verdict,
+            step(w, Event::Acquire, now(), &t).verdict,
             Verdict::Refused { .. }
         )
     }
 
-    /// Records a success (`generation`: the permit's, when there is one).
+    /// Records a success for the breaker (`generation`: the permit's, when there is one).
     #[inline]
     pub(crate) fn on_success(&self, generation: Option<u32>, now: impl FnOnce() -> u64) -> Applied {
         let w = self.load();
-        if w.state == CLOSED && generation.is_none_or(|g| g == w.generation) {
+        let has_window = self.has_window.load(Ordering::Acquire);
+        if w.state == CLOSED && !has_window && generation.is_none_or(|g| g == w.generation) {
             // The hot path: a success on a Closed breaker only resets the counter.
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
             }
-            return Applied {
-                verdict: Verdict::None,
-                expired: None,
-                transition: None,
-            };
+            return Applied::verdict(Verdict::None);
         }
-        self.apply(w, Event::Success(generation), now())
+        let now = now();
+        if has_window {
+            if let Some(window) = &*self.window.load() {
+                window.add(now, true);
+            }
+        }
+        let t = self.timing(&self.policy.load());
+        self.apply(
+            w,
+            now,
+            |_| (Event::Success(generation), t),
+            |s| {
+                if s.next.state == CLOSED && s.transition.is_some() {
+                    self.closed_at.store(now, Ordering::Relaxed);
+                }
+            },
+        )
     }
 
-    /// Records a failure (`generation`: the permit's, when there is one).
-    pub(crate) fn on_failure(&self, generation: Option<u32>, now: u64) -> Applied {
+    /// Records a failure for the breaker (`generation`: the permit's, when there is one;
+    /// `not_before`: the tool's retry hint as an instant in ticks, 0 for none).
+    pub(crate) fn on_failure(&self, generation: Option<u32>, now: u64, not_before: u64) -> Applied {
         let w = self.load();
         // Count first, then decide: concurrent failures see distinct counts, so exactly one of
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
@@ -592,27 +705,112 @@ impl Breaker {
             .consecutive
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
-        self.apply_with(w, Event::Failure(generation, count), now, |s| {
-            if !s.counts_failure {
-                self.consecutive.fetch_sub(1, Ordering::Relaxed);
+        let p = self.policy.load();
+        let rate = match (p.trip, &*self.window.load()) {
+            (
+                TripPolicy::FailureRate {
+                    ratio, min_calls, ..
+                },
+                Some(window),
+            ) => {
+                window.add(now, false);
+                let (failures, calls) = window.counts(now);
+                Some(TripPolicy::rate_trips(ratio, min_calls, failures, calls))
             }
+            _ => None,
+        };
+        let threshold = u64::from(p.breaker.failure_threshold);
+        let trips = rate.unwrap_or(threshold != 0 && count >= threshold);
+        let level = self.level();
+        let stable_after = p
+            .backoff
+            .as_ref()
+            .map_or(0, |b| ticks_of_duration(b.stable_after));
+        let closed_at = self.closed_at.load(Ordering::Relaxed);
+        // The backoff level an opening from this word would have.
+        let opening_level = |w: Word| -> u32 {
+            if p.backoff.is_none() {
+                return 0;
+            }
+            match w.state {
+                CLOSED if closed_at != NEVER && now.saturating_sub(closed_at) < stable_after => {
+                    level.saturating_add(1)
+                }
+                CLOSED => 0,
+                HALF_OPEN => level.saturating_add(1),
+                _ => level,
+            }
+        };
+        let facts = FailureFacts { trips, not_before };
+        let base = self.timing(&p);
+        self.apply(
+            w,
+            now,
+            |w| {
+                let t = Timing {
+                    open_for: p.opening_ticks(opening_level(w)),
+                    ..base
+                };
+                (Event::Failure(generation, facts), t)
+            },
+            |s| {
+                if !s.counts_failure {
+                    self.consecutive.fetch_sub(1, Ordering::Relaxed);
+                }
+            },
+        )
+        .with_level(|w| {
+            self.level
+                .store(u64::from(opening_level(w)), Ordering::Relaxed)
         })
     }
 
     /// Gives a probe permit back without a result: the next gate call may probe at once.
     pub(crate) fn release(&self, generation: u32, now: u64) -> Applied {
-        self.apply(self.load(), Event::Release(generation), now)
+        let t = self.timing(&self.policy.load());
+        self.apply(
+            self.load(),
+            now,
+            |_| (Event::Release(generation), t),
+            |_| {},
+        )
     }
 
-    fn apply(&self, w: Word, ev: Event, now: u64) -> Applied {
-        self.apply_with(w, ev, now, |_| {})
-    }
-
-    /// The only concurrent code of the breaker: evaluate the pure step, install it with CAS,
-    /// retry on a lost race.
-    fn apply_with(&self, mut w: Word, ev: Event, now: u64, done: impl FnOnce(&Step)) -> Applied {
+    /// Back to fresh: closed, counters zero, backoff forgotten. The generation still grows, so
+    /// permits handed out before the reset are stale afterwards.
+    pub(crate) fn reset(&self) {
+        let mut cur = self.word.load(Ordering::Acquire);
         loop {
-            let s = step(w, ev, now, &self.timing);
+            let fresh = Word::closed(next_gen(Word::decode(cur).generation)).encode();
+            match self
+                .word
+                .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        self.consecutive.store(0, Ordering::Relaxed);
+        self.level.store(0, Ordering::Relaxed);
+        self.closed_at.store(NEVER, Ordering::Relaxed);
+        if let Some(window) = &*self.window.load() {
+            window.clear();
+        }
+    }
+
+    /// The only concurrent code of the breaker: evaluate the pure step on the current word,
+    /// install it with CAS, retry on a lost race. `make` builds the event and timing for a word
+    /// (a failure's backoff depends on the state it meets); `done` runs once, after install.
+    fn apply(
+        &self,
+        mut w: Word,
+        now: u64,
+        make: impl Fn(Word) -> (Event, Timing),
+        done: impl FnOnce(&Step),
+    ) -> Applied {
+        loop {
+            let (ev, t) = make(w);
+            let s = step(w, ev, now, &t);
             let installed = s.next == w
                 || self
                     .word
@@ -643,6 +841,7 @@ impl Breaker {
                 verdict: s.verdict,
                 expired,
                 transition: s.transition,
+                from_word: w,
             };
         }
     }
@@ -654,10 +853,20 @@ mod tests {
     use BreakerState::*;
 
     const T: Timing = Timing {
-        threshold: 3,
         recovery: 30_000,
+        open_for: 30_000,
         lease: 10_000,
     };
+
+    fn fail(generation: Option<u32>, trips: bool) -> Event {
+        Event::Failure(
+            generation,
+            FailureFacts {
+                trips,
+                not_before: 0,
+            },
+        )
+    }
 
     fn run(w: Word, ev: Event, now: u64) -> Step {
         step(w, ev, now, &T)
@@ -679,8 +888,8 @@ mod tests {
     #[test]
     fn closed_trips_at_the_threshold() {
         let w = Word::FRESH;
-        assert_eq!(run(w, Event::Failure(None, 2), 5).next, w);
-        let s = run(w, Event::Failure(None, 3), 5);
+        assert_eq!(run(w, fail(None, false), 5).next, w);
+        let s = run(w, fail(None, true), 5);
         assert_eq!(s.next, Word::open(1, 30_005));
         assert_eq!(s.transition.map(|t| (t.from, t.to)), Some((Closed, Open)));
     }
@@ -733,18 +942,15 @@ mod tests {
         // Probe of generation 4 in flight; a result from generation 2 arrives.
         let w = Word::half_open(4, 50_000);
         assert_eq!(run(w, Event::Success(Some(2)), 45_000).next, w);
-        let f = run(w, Event::Failure(Some(2), 9), 45_000);
+        let f = run(w, fail(Some(2), true), 45_000);
         assert_eq!(f.next, w);
         assert!(!f.counts_failure);
         // A stale failure on a Closed episode does not trip it.
         let c = Word::closed(6);
-        assert_eq!(run(c, Event::Failure(Some(5), 99), 1).next, c);
+        assert_eq!(run(c, fail(Some(5), true), 1).next, c);
         // A stale failure while Open is still fresh bad news.
         let o = Word::open(7, 100);
-        assert_eq!(
-            run(o, Event::Failure(Some(3), 1), 90).next,
-            Word::open(7, 30_090)
-        );
+        assert_eq!(run(o, fail(Some(3), false), 90).next, Word::open(7, 30_090));
     }
 
     #[test]
@@ -765,7 +971,7 @@ mod tests {
 
     #[test]
     fn huge_durations_mean_never() {
-        let t = Timing::new(u64::MAX, Duration::MAX, Duration::MAX);
+        let t = Timing::new(Duration::MAX, Duration::MAX);
         assert_eq!(t.recovery, NEVER);
         let w = Word::open(1, deadline_after(5, t.recovery));
         assert_eq!(
@@ -779,14 +985,16 @@ mod tests {
 
     #[test]
     fn breaker_counts_and_resets() {
-        let b = Breaker::new(T);
-        b.on_failure(None, 0);
-        b.on_failure(None, 0);
+        let b = Breaker::new(Arc::new(ToolPolicy::from(
+            crate::registry::CircuitBreakerConfig::default(),
+        )));
+        b.on_failure(None, 0, 0);
+        b.on_failure(None, 0, 0);
         assert_eq!(b.consecutive_failures(), 2);
         b.on_success(None, || 0);
         assert_eq!(b.consecutive_failures(), 0);
         for _ in 0..3 {
-            b.on_failure(None, 1);
+            b.on_failure(None, 1, 0);
         }
         assert_eq!(b.effective(1).state(), Open);
         b.on_success(None, || 2);

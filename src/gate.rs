@@ -84,6 +84,7 @@ impl fmt::Display for GateDecision {
 pub struct Permit {
     pub(crate) generation: u32,
     pub(crate) probe: bool,
+    pub(crate) shadow_refused: bool,
 }
 
 impl Permit {
@@ -95,6 +96,11 @@ impl Permit {
     /// Whether this permit is the breaker's single probe.
     pub fn is_probe(&self) -> bool {
         self.probe
+    }
+
+    /// Whether the breaker would have refused this call and shadow mode let it through.
+    pub fn is_shadow_refused(&self) -> bool {
+        self.shadow_refused
     }
 }
 

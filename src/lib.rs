@@ -39,6 +39,8 @@
 //! | [`gate`] | [`GateDecision`], [`Permit`], [`CallOutcome`], [`REFUSAL_MESSAGE`] |
 //! | [`registry`] | [`ToolHealthRegistry`]: names → entries, gate and record by name, reads |
 //! | [`router`] | [`HealthRouter`]: fallbacks |
+//! | [`policy`] | [`ToolPolicy`]: trip policy (consecutive / failure rate), slow calls, backoff |
+//! | [`control`] | [`ToolControl`]: force open, force closed, shadow mode |
 //! | [`layer`] | [`ToolHealthLayer`]: outcomes inferred from tool spans, the span-aware gate |
 //! | [`metrics`] | [`publish_metrics`]: OpenTelemetry instruments |
 //!
@@ -66,21 +68,25 @@
 
 pub mod breaker;
 pub mod clock;
+pub mod control;
 pub mod gate;
 pub mod layer;
 pub mod metrics;
+pub mod policy;
 pub mod registry;
 pub mod router;
 pub mod stats;
 
 pub use breaker::{BreakerState, Transition, TransitionReason};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use control::ToolControl;
 pub use gate::{CallOutcome, GateDecision, Permit, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
+pub use policy::{Apply, Backoff, JitterSource, ToolPolicy, TripPolicy};
 pub use registry::{
-    CallEvent, CircuitBreakerConfig, HealthObserver, OverflowStats, Recorded, RegistryBuilder,
-    ToolHealthRegistry, ToolHealthSnapshot, DEFAULT_MAX_TOOLS,
+    CallEvent, CallReport, CircuitBreakerConfig, HealthObserver, OverflowStats, Recorded,
+    RegistryBuilder, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool, DEFAULT_MAX_TOOLS,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
 pub use stats::HealthStatus;

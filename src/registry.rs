@@ -30,6 +30,7 @@
 //! [`ToolHealthRegistry::set_config`] swaps the default [`CircuitBreakerConfig`] atomically
 //! (arc-swap); it applies to breakers created afterwards, so set it before traffic.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,11 +38,11 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::breaker::{
-    self, Applied, Breaker, BreakerState, Effective, Timing, Transition, Verdict,
-};
-use crate::clock::{Clock, SystemClock};
+use crate::breaker::{self, Applied, Breaker, BreakerState, Effective, Transition, Verdict};
+use crate::clock::{duration_to_nanos, Clock, SystemClock};
+use crate::control::{Control, ToolControl};
 use crate::gate::{CallOutcome, GateDecision, Permit};
+use crate::policy::{Apply, ToolPolicy};
 use crate::stats::{HealthStatus, StatsSnapshot, ToolStats};
 
 /// How many distinct tools a registry tracks by default.
@@ -85,16 +86,6 @@ impl Default for CircuitBreakerConfig {
     }
 }
 
-impl CircuitBreakerConfig {
-    fn timing(&self) -> Timing {
-        Timing::new(
-            u64::from(self.failure_threshold),
-            self.recovery_duration,
-            self.probe_timeout,
-        )
-    }
-}
-
 /// Everything known about one tool at one instant.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -130,6 +121,75 @@ pub struct ToolHealthSnapshot {
     /// When an open breaker will grant its next probe (`None` unless open; `Duration::MAX`:
     /// never).
     pub retry_after: Option<Duration>,
+    /// Calls shadow mode let through that the breaker would have refused.
+    pub shadow_refused_count: u64,
+    /// The operator control in force.
+    pub control: ToolControl,
+    /// Whether shadow mode is on.
+    pub shadow: bool,
+}
+
+/// A tool the gate would refuse right now, for an agent's planner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnavailableTool {
+    /// The tool's name.
+    pub tool: String,
+    /// Its breaker state (open, or half-open with a probe in flight).
+    pub breaker: BreakerState,
+    /// When a call could next be admitted if nothing else happens (`Duration::MAX`: not in any
+    /// foreseeable time).
+    pub retry_after: Duration,
+    /// Whether an operator forced it open.
+    pub forced: bool,
+}
+
+/// One finished call, with everything the record path can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallReport<'a> {
+    /// What happened.
+    pub outcome: CallOutcome,
+    /// How long it took.
+    pub duration: Duration,
+    /// The permit's generation, when the call was admitted through [`ToolHealthRegistry::check`].
+    pub generation: Option<u32>,
+    /// The call's `error.type`, for observers.
+    pub error_type: Option<&'a str>,
+    /// A retry hint from the tool (e.g. HTTP 429 with `Retry-After`): if this failure leaves the
+    /// breaker open, it stays open at least this long.
+    pub retry_after: Option<Duration>,
+}
+
+impl<'a> CallReport<'a> {
+    /// A report with just an outcome and a duration.
+    pub fn new(outcome: CallOutcome, duration: Duration) -> Self {
+        Self {
+            outcome,
+            duration,
+            generation: None,
+            error_type: None,
+            retry_after: None,
+        }
+    }
+
+    /// With the permit the call was admitted with.
+    pub fn permit(mut self, permit: Permit) -> Self {
+        self.generation = Some(permit.generation);
+        self
+    }
+
+    /// With the call's `error.type`.
+    pub fn error_type(mut self, error_type: &'a str) -> Self {
+        self.error_type = Some(error_type);
+        self
+    }
+
+    /// With the tool's retry hint.
+    pub fn retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
+    }
 }
 
 /// Calls on tools past the tracking cap, counted together.
@@ -200,6 +260,18 @@ pub(crate) struct Entry {
     pub(crate) name: Box<str>,
     pub(crate) stats: ToolStats,
     pub(crate) breaker: Breaker,
+    pub(crate) control: Control,
+    /// Slow-call threshold in nanoseconds (`u64::MAX`: off), mirrored from the policy so the
+    /// record path reads one atomic instead of the policy.
+    slow_call_ns: AtomicU64,
+}
+
+impl Entry {
+    fn set_policy(&self, policy: Arc<ToolPolicy>) {
+        self.slow_call_ns
+            .store(policy.slow_call_nanos(), Ordering::Relaxed);
+        self.breaker.set_policy(policy);
+    }
 }
 
 /// A read-only view of one entry for the crate's own exporters.
@@ -246,7 +318,8 @@ pub struct ToolHealthRegistry {
     insert_lock: Mutex<()>,
     tracked: AtomicUsize,
     max_tools: usize,
-    config: ArcSwap<CircuitBreakerConfig>,
+    default_policy: ArcSwap<ToolPolicy>,
+    overrides: ArcSwap<HashMap<Box<str>, Arc<ToolPolicy>>>,
     clock: Arc<dyn Clock>,
     overflow_success: AtomicU64,
     overflow_failure: AtomicU64,
@@ -261,7 +334,7 @@ impl fmt::Debug for ToolHealthRegistry {
         f.debug_struct("ToolHealthRegistry")
             .field("tracked_tools", &self.tracked_tools())
             .field("max_tools", &self.max_tools)
-            .field("config", &**self.config.load())
+            .field("default_policy", &**self.default_policy.load())
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
@@ -310,7 +383,8 @@ impl RegistryBuilder {
             insert_lock: Mutex::new(()),
             tracked: AtomicUsize::new(0),
             max_tools: self.max_tools,
-            config: ArcSwap::from_pointee(self.config),
+            default_policy: ArcSwap::from_pointee(ToolPolicy::from(self.config)),
+            overrides: ArcSwap::from_pointee(HashMap::new()),
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock::new())),
             overflow_success: AtomicU64::new(0),
             overflow_failure: AtomicU64::new(0),
@@ -342,14 +416,67 @@ impl ToolHealthRegistry {
         }
     }
 
-    /// Replaces the default config. Breakers that already exist keep theirs.
+    /// Replaces the default config. Breakers that already exist keep theirs; operator
+    /// controls and per-tool policies are untouched.
     pub fn set_config(&self, config: CircuitBreakerConfig) {
-        self.config.store(Arc::new(config));
+        self.default_policy.rcu(|p| ToolPolicy {
+            breaker: config.clone(),
+            ..ToolPolicy::clone(p)
+        });
     }
 
     /// The default config new breakers get.
     pub fn config(&self) -> CircuitBreakerConfig {
-        CircuitBreakerConfig::clone(&self.config.load())
+        self.default_policy.load().breaker.clone()
+    }
+
+    /// Replaces the whole default policy (config, trip policy, slow calls, backoff) for
+    /// breakers created afterwards.
+    pub fn set_default_policy(&self, policy: ToolPolicy) {
+        self.default_policy.store(Arc::new(policy));
+    }
+
+    /// Sets a per-tool policy override. With [`Apply::Now`] the tool's existing breaker takes
+    /// it at once (its state and counters are kept); with [`Apply::NewBreakers`] it is used
+    /// when the tool's breaker is created, i.e. on the tool's first record.
+    pub fn set_tool_policy(&self, tool: &str, policy: ToolPolicy, apply: Apply) {
+        let policy = Arc::new(policy);
+        self.overrides.rcu(|map| {
+            let mut map = HashMap::clone(map);
+            map.insert(tool.into(), Arc::clone(&policy));
+            map
+        });
+        if apply == Apply::Now {
+            self.with_entry(tool, |e| e.set_policy(Arc::clone(&policy)));
+        }
+    }
+
+    /// Removes a per-tool override; the tool falls back to the default policy (at once with
+    /// [`Apply::Now`]).
+    pub fn clear_tool_policy(&self, tool: &str, apply: Apply) {
+        self.overrides.rcu(|map| {
+            let mut map = HashMap::clone(map);
+            map.remove(tool);
+            map
+        });
+        if apply == Apply::Now {
+            let policy = self.default_policy.load_full();
+            self.with_entry(tool, |e| e.set_policy(policy));
+        }
+    }
+
+    /// The policy the tool's breaker uses now (or would get if created now).
+    pub fn tool_policy(&self, tool: &str) -> ToolPolicy {
+        self.with_entry(tool, |e| ToolPolicy::clone(&e.breaker.policy()))
+            .unwrap_or_else(|| ToolPolicy::clone(&self.policy_for(tool)))
+    }
+
+    fn policy_for(&self, tool: &str) -> Arc<ToolPolicy> {
+        self.overrides
+            .load()
+            .get(tool)
+            .cloned()
+            .unwrap_or_else(|| self.default_policy.load_full())
     }
 
     /// The registry clock's reading.
@@ -420,10 +547,13 @@ impl ToolHealthRegistry {
         if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
             return None;
         }
+        let policy = self.policy_for(tool);
         let entry = Arc::new(Entry {
             name: tool.into(),
             stats: ToolStats::default(),
-            breaker: Breaker::new(self.config.load().timing()),
+            slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
+            breaker: Breaker::new(policy),
+            control: Control::default(),
         });
         map.insert(tool.into(), Arc::clone(&entry));
         self.tracked.fetch_add(1, Ordering::Relaxed);
@@ -460,27 +590,23 @@ impl ToolHealthRegistry {
 
     /// The gate, never bound to a span.
     pub fn check_detached(&self, tool: &str) -> GateDecision {
-        let applied = self.with_entry(tool, |e| {
-            let applied = e.breaker.acquire(|| self.now_ticks());
-            if matches!(applied.verdict, Verdict::Refused { .. }) {
-                e.stats.record_refused();
-            }
-            self.notify_transitions(tool, &applied);
-            applied
-        });
-        let verdict = match applied {
-            Some(a) => a.verdict,
-            None => Verdict::Allowed { generation: 0 },
+        let verdict = self
+            .with_entry(tool, |e| self.gate_entry(e))
+            .unwrap_or(Verdict::Allowed { generation: 0 });
+        let permit = |generation, probe, shadow_refused| Permit {
+            generation,
+            probe,
+            shadow_refused,
         };
         match verdict {
-            Verdict::Allowed { generation } => GateDecision::Allowed(Permit {
-                generation,
-                probe: false,
-            }),
-            Verdict::Probe { generation } => GateDecision::Probe(Permit {
-                generation,
-                probe: true,
-            }),
+            Verdict::Allowed { generation } => {
+                GateDecision::Allowed(permit(generation, false, false))
+            }
+            Verdict::None => GateDecision::Allowed(permit(0, false, false)),
+            Verdict::Probe { generation } => GateDecision::Probe(permit(generation, true, false)),
+            Verdict::ShadowRefused { generation } => {
+                GateDecision::Allowed(permit(generation, false, true))
+            }
             Verdict::Refused { retry_after } => {
                 self.notify_call(&CallEvent {
                     tool,
@@ -491,18 +617,74 @@ impl ToolHealthRegistry {
                 });
                 GateDecision::Refused { retry_after }
             }
-            Verdict::None => GateDecision::Allowed(Permit {
-                generation: 0,
-                probe: false,
-            }),
+        }
+    }
+
+    /// The gate on a known tool: operator control first, then the breaker.
+    #[inline]
+    fn gate_entry(&self, e: &Entry) -> Verdict {
+        let control = e.control.raw();
+        if control == 0 {
+            let applied = e.breaker.acquire(|| self.now_ticks());
+            if matches!(applied.verdict, Verdict::Refused { .. }) {
+                e.stats.record_refused();
+            }
+            self.notify_transitions(&e.name, &applied);
+            return applied.verdict;
+        }
+        self.gate_controlled(e, control)
+    }
+
+    #[cold]
+    fn gate_controlled(&self, e: &Entry, control: u64) -> Verdict {
+        let ctl = Control::decode(control);
+        let now = self.now_ticks();
+        if let Some(until) = ctl.forced_open_until(now) {
+            e.stats.record_refused();
+            let retry_after = if until >= breaker::NEVER {
+                Duration::MAX
+            } else {
+                Duration::from_millis(until - now)
+            };
+            return Verdict::Refused { retry_after };
+        }
+        let generation = e.breaker.load().generation();
+        if ctl.mode == ToolControl::ForcedClosed {
+            return Verdict::Allowed { generation };
+        }
+        let applied = e.breaker.acquire(|| now);
+        self.notify_transitions(&e.name, &applied);
+        match applied.verdict {
+            Verdict::Refused { .. } if ctl.shadow => {
+                e.stats.record_shadow_refused();
+                Verdict::ShadowRefused { generation }
+            }
+            Verdict::Refused { .. } => {
+                e.stats.record_refused();
+                applied.verdict
+            }
+            v => v,
         }
     }
 
     /// The pure availability oracle: exactly what [`allow_request`](Self::allow_request) would
     /// answer at this instant, without consuming the probe or creating anything.
     pub fn is_tool_available(&self, tool: &str) -> bool {
-        self.with_entry(tool, |e| e.breaker.would_allow(|| self.now_ticks()))
+        self.with_entry(tool, |e| self.available_entry(e))
             .unwrap_or(true)
+    }
+
+    fn available_entry(&self, e: &Entry) -> bool {
+        let control = e.control.raw();
+        if control == 0 {
+            return e.breaker.would_allow(|| self.now_ticks());
+        }
+        let ctl = Control::decode(control);
+        let now = self.now_ticks();
+        if ctl.forced_open_until(now).is_some() {
+            return false;
+        }
+        ctl.mode == ToolControl::ForcedClosed || ctl.shadow || e.breaker.would_allow(|| now)
     }
 
     // ------------------------------------------------------------------------------------
@@ -539,8 +721,13 @@ impl ToolHealthRegistry {
         self.record(tool, outcome, duration, Some(permit.generation), None)
     }
 
-    /// The general record: outcome, duration, the permit's generation when there is one, and
-    /// the call's `error.type` for observers (the duration histogram).
+    /// The general record with a [`CallReport`] (permit, `error.type`, retry hint).
+    pub fn record_report(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
+        self.record_inner(tool, report)
+    }
+
+    /// Records by name with the permit's generation when there is one, and the call's
+    /// `error.type` for observers (the duration histogram).
     pub fn record(
         &self,
         tool: &str,
@@ -549,20 +736,45 @@ impl ToolHealthRegistry {
         generation: Option<u32>,
         error_type: Option<&str>,
     ) -> Recorded {
+        self.record_inner(
+            tool,
+            &CallReport {
+                outcome,
+                duration,
+                generation,
+                error_type,
+                retry_after: None,
+            },
+        )
+    }
+
+    #[inline]
+    fn record_inner(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
+        let outcome = report.outcome;
+        let generation = report.generation;
         let duration = if outcome == CallOutcome::Refused {
             Duration::ZERO
         } else {
-            duration
+            report.duration
         };
         let recorded = self.with_entry_or_insert(tool, |e| {
             let applied = match outcome {
                 CallOutcome::Success => {
                     e.stats.record(true, duration);
-                    Some(e.breaker.on_success(generation, || self.now_ticks()))
+                    // A slow success is a failure for the breaker only.
+                    if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                        Some(e.breaker.on_failure(generation, self.now_ticks(), 0))
+                    } else {
+                        Some(e.breaker.on_success(generation, || self.now_ticks()))
+                    }
                 }
                 CallOutcome::Failure => {
                     e.stats.record(false, duration);
-                    Some(e.breaker.on_failure(generation, self.now_ticks()))
+                    let now = self.now_ticks();
+                    let not_before = report
+                        .retry_after
+                        .map_or(0, |d| now.saturating_add(breaker::ticks_of_duration(d)));
+                    Some(e.breaker.on_failure(generation, now, not_before))
                 }
                 CallOutcome::Ignored => {
                     e.stats.record_ignored();
@@ -594,7 +806,7 @@ impl ToolHealthRegistry {
             tool,
             outcome,
             duration,
-            error_type,
+            error_type: report.error_type,
             overflow,
         });
         recorded.unwrap_or_default()
@@ -616,6 +828,125 @@ impl ToolHealthRegistry {
             }
         })
         .unwrap_or_default()
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Operator controls (see the `control` module)
+    // ------------------------------------------------------------------------------------
+
+    /// Isolates the tool: every call is refused until [`release_control`](Self::release_control).
+    /// Returns `false` when the tool cannot be tracked (past the cap).
+    pub fn force_open(&self, tool: &str) -> bool {
+        self.with_entry_or_insert(tool, |e| {
+            e.control
+                .set_mode(ToolControl::ForcedOpen { until: None }, breaker::NEVER)
+        })
+        .is_some()
+    }
+
+    /// Isolates the tool until `until` on the registry's clock (see [`now`](Self::now)).
+    pub fn force_open_until(&self, tool: &str, until: Duration) -> bool {
+        self.with_entry_or_insert(tool, |e| {
+            e.control.set_mode(
+                ToolControl::ForcedOpen { until: Some(until) },
+                breaker::ticks_of_instant(until),
+            )
+        })
+        .is_some()
+    }
+
+    /// Isolates the tool for `duration` from now.
+    pub fn force_open_for(&self, tool: &str, duration: Duration) -> bool {
+        let until = self.clock.now().saturating_add(duration);
+        self.force_open_until(tool, until)
+    }
+
+    /// Disables the tool's breaker: every call is allowed (results still feed the stats and
+    /// the breaker).
+    pub fn force_closed(&self, tool: &str) -> bool {
+        self.with_entry_or_insert(tool, |e| e.control.set_mode(ToolControl::ForcedClosed, 0))
+            .is_some()
+    }
+
+    /// Back to normal: the breaker decides again (shadow mode is left as it is).
+    pub fn release_control(&self, tool: &str) {
+        self.with_entry(tool, |e| e.control.set_mode(ToolControl::Normal, 0));
+    }
+
+    /// Shadow mode on or off: refusals are decided and counted, not enforced.
+    pub fn set_shadow(&self, tool: &str, on: bool) -> bool {
+        if !on {
+            self.with_entry(tool, |e| e.control.set_shadow(false));
+            return true;
+        }
+        self.with_entry_or_insert(tool, |e| e.control.set_shadow(true))
+            .is_some()
+    }
+
+    /// The operator control in force for the tool (a lapsed forced-open reads as such until
+    /// released; the gate no longer enforces it).
+    pub fn control(&self, tool: &str) -> ToolControl {
+        self.with_entry(tool, |e| e.control.state().mode)
+            .unwrap_or(ToolControl::Normal)
+    }
+
+    /// Whether shadow mode is on for the tool.
+    pub fn is_shadow(&self, tool: &str) -> bool {
+        self.with_entry(tool, |e| e.control.state().shadow)
+            .unwrap_or(false)
+    }
+
+    /// Resets the tool to fresh: stats zeroed, breaker closed, backoff forgotten. Permits
+    /// handed out before are stale afterwards. Controls and policy are kept.
+    pub fn reset(&self, tool: &str) {
+        self.with_entry(tool, |e| {
+            e.breaker.reset();
+            e.stats.reset();
+        });
+    }
+
+    /// Every tool the gate would refuse right now, sorted by name: what to leave out of the tool
+    /// list offered to the model, with when to try again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tool_health::ToolHealthRegistry;
+    ///
+    /// let registry = ToolHealthRegistry::new();
+    /// registry.force_open_for("flaky_api", Duration::from_secs(120));
+    /// for t in registry.unavailable_tools() {
+    ///     println!("{} unavailable, retry in {:?}", t.tool, t.retry_after);
+    /// }
+    /// ```
+    pub fn unavailable_tools(&self) -> Vec<UnavailableTool> {
+        let now = self.now_ticks();
+        let map = self.map.pin();
+        let mut out: Vec<_> = map
+            .values()
+            .filter(|e| !self.available_entry(e))
+            .map(|e| {
+                let forced = Control::decode(e.control.raw()).forced_open_until(now);
+                let eff = e.breaker.effective(now);
+                let until = match (forced, eff) {
+                    (Some(until), _) => until,
+                    (None, Effective::Open { ready_at, .. }) => ready_at,
+                    (None, Effective::HalfOpen { lease_end }) => lease_end,
+                    (None, Effective::Closed) => now,
+                };
+                UnavailableTool {
+                    tool: e.name.to_string(),
+                    breaker: eff.state(),
+                    retry_after: if until >= breaker::NEVER {
+                        Duration::MAX
+                    } else {
+                        Duration::from_millis(until.saturating_sub(now))
+                    },
+                    forced: forced.is_some(),
+                }
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| a.tool.cmp(&b.tool));
+        out
     }
 
     #[inline]
@@ -715,6 +1046,9 @@ impl ToolHealthRegistry {
             breaker: eff.state(),
             consecutive_failures: e.breaker.consecutive_failures(),
             retry_after,
+            shadow_refused_count: stats.shadow_refused,
+            control: e.control.state().mode,
+            shadow: e.control.state().shadow,
         }
     }
 }

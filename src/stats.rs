@@ -104,6 +104,8 @@ pub(crate) struct ToolStats {
     ignored: AtomicU64,
     /// Calls refused by the breaker (zero duration, not a failure).
     refused: AtomicU64,
+    /// Calls shadow mode let through that the breaker would have refused.
+    shadow_refused: AtomicU64,
     total_duration_ns: AtomicU64,
     max_duration_ns: AtomicU64,
     ewma: AtomicU64,
@@ -116,6 +118,7 @@ pub(crate) struct StatsSnapshot {
     pub(crate) failure: u64,
     pub(crate) ignored: u64,
     pub(crate) refused: u64,
+    pub(crate) shadow_refused: u64,
     pub(crate) total_duration_ns: u64,
     pub(crate) max_duration_ns: u64,
     pub(crate) ewma: u64,
@@ -156,6 +159,7 @@ impl Default for ToolStats {
             failure: AtomicU64::new(0),
             ignored: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            shadow_refused: AtomicU64::new(0),
             total_duration_ns: AtomicU64::new(0),
             max_duration_ns: AtomicU64::new(0),
             ewma: AtomicU64::new(EWMA_SCALE),
@@ -180,6 +184,29 @@ impl ToolStats {
     #[inline]
     pub(crate) fn record_refused(&self) {
         self.refused.fetch_add(1, Relaxed);
+    }
+
+    /// Records a call shadow mode let through that the breaker would have refused.
+    #[inline]
+    pub(crate) fn record_shadow_refused(&self) {
+        self.shadow_refused.fetch_add(1, Relaxed);
+    }
+
+    /// Back to a fresh tool's numbers. Not atomic as a whole: a call recorded concurrently
+    /// may survive the reset in some counters.
+    pub(crate) fn reset(&self) {
+        for c in [
+            &self.success,
+            &self.failure,
+            &self.ignored,
+            &self.refused,
+            &self.shadow_refused,
+            &self.total_duration_ns,
+            &self.max_duration_ns,
+        ] {
+            c.store(0, Relaxed);
+        }
+        self.ewma.store(EWMA_SCALE, Relaxed);
     }
 
     /// Records a call that failed through the caller's fault (e.g. invalid arguments): counted,
@@ -221,6 +248,7 @@ impl ToolStats {
             failure: self.failure.load(Relaxed),
             ignored: self.ignored.load(Relaxed),
             refused: self.refused.load(Relaxed),
+            shadow_refused: self.shadow_refused.load(Relaxed),
             total_duration_ns: self.total_duration_ns.load(Relaxed),
             max_duration_ns: self.max_duration_ns.load(Relaxed),
             ewma: self.ewma.load(Relaxed),

@@ -630,7 +630,7 @@ impl Breaker {
     }
 
     pub(crate) fn consecutive_failures(&self) -> u64 {
-        self.consecutive.load(Ordering::Relaxed)
+        self.consecutive.load(Ordering::SeqCst)
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
@@ -701,9 +701,11 @@ impl Breaker {
         let w = self.load();
         // Count first, then decide: concurrent failures see distinct counts, so exactly one of
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
+        // SeqCst: the registry's eviction handshake reads this counter to decide that a tool is
+        // fresh (see `ToolHealthRegistry::touch`).
         let count = self
             .consecutive
-            .fetch_add(1, Ordering::Relaxed)
+            .fetch_add(1, Ordering::SeqCst)
             .saturating_add(1);
         let p = self.policy.load();
         let rate = match (p.trip, &*self.window.load()) {

@@ -30,7 +30,7 @@
 //! [`ToolHealthRegistry::set_config`] swaps the default [`CircuitBreakerConfig`] atomically
 //! (arc-swap); it applies to breakers created afterwards, so set it before traffic.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -47,6 +47,9 @@ use crate::stats::{HealthStatus, StatsSnapshot, ToolStats};
 
 /// How many distinct tools a registry tracks by default.
 pub const DEFAULT_MAX_TOOLS: usize = 10_000;
+
+/// `Entry::seen` of an entry the evictor has claimed: no record may land in it any more.
+const RETIRED: u64 = u64::MAX;
 
 /// Circuit breaker settings.
 ///
@@ -261,6 +264,8 @@ pub(crate) struct Entry {
     pub(crate) stats: ToolStats,
     pub(crate) breaker: Breaker,
     pub(crate) control: Control,
+    /// The sweep epoch in which the entry was last recorded; [`RETIRED`] once evicted.
+    seen: AtomicU64,
     /// Slow-call threshold in nanoseconds (`u64::MAX`: off), mirrored from the policy so the
     /// record path reads one atomic instead of the policy.
     slow_call_ns: AtomicU64,
@@ -314,8 +319,13 @@ type Map = papaya::HashMap<Box<str>, Arc<Entry>, foldhash::fast::RandomState>;
 /// ```
 pub struct ToolHealthRegistry {
     map: Map,
-    /// Serialises first sights so the cap is exact; never taken on a known tool.
-    insert_lock: Mutex<()>,
+    /// Serialises first sights and evictions; never taken on a known tool. Holds the history of
+    /// sweep epochs: (epoch, the tick it started at), oldest first.
+    insert_lock: Mutex<VecDeque<(u64, u64)>>,
+    /// The current sweep epoch (see [`ToolHealthRegistry::evict_idle`]).
+    sweep_epoch: AtomicU64,
+    /// Evict idle tools this old when a first sight meets the cap.
+    evict_idle_after: Option<Duration>,
     tracked: AtomicUsize,
     max_tools: usize,
     default_policy: ArcSwap<ToolPolicy>,
@@ -353,6 +363,7 @@ pub struct RegistryBuilder {
     config: CircuitBreakerConfig,
     clock: Option<Arc<dyn Clock>>,
     max_tools: usize,
+    evict_idle_after: Option<Duration>,
 }
 
 impl RegistryBuilder {
@@ -374,18 +385,29 @@ impl RegistryBuilder {
         self
     }
 
+    /// When a new tool meets the cap, first evict tools idle for at least `idle_for` (see
+    /// [`ToolHealthRegistry::evict_idle`]) to make room. Default: off.
+    pub fn evict_idle_after(mut self, idle_for: Duration) -> Self {
+        self.evict_idle_after = Some(idle_for);
+        self
+    }
+
     /// The registry.
     pub fn build(self) -> ToolHealthRegistry {
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let start = breaker::ticks_of_instant(clock.now());
         ToolHealthRegistry {
             map: papaya::HashMap::builder()
                 .hasher(foldhash::fast::RandomState::default())
                 .build(),
-            insert_lock: Mutex::new(()),
+            insert_lock: Mutex::new(VecDeque::from([(1, start)])),
+            sweep_epoch: AtomicU64::new(1),
+            evict_idle_after: self.evict_idle_after,
             tracked: AtomicUsize::new(0),
             max_tools: self.max_tools,
             default_policy: ArcSwap::from_pointee(ToolPolicy::from(self.config)),
             overrides: ArcSwap::from_pointee(HashMap::new()),
-            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock::new())),
+            clock,
             overflow_success: AtomicU64::new(0),
             overflow_failure: AtomicU64::new(0),
             overflow_ignored: AtomicU64::new(0),
@@ -413,6 +435,7 @@ impl ToolHealthRegistry {
             config: CircuitBreakerConfig::default(),
             clock: None,
             max_tools: DEFAULT_MAX_TOOLS,
+            evict_idle_after: None,
         }
     }
 
@@ -526,26 +549,86 @@ impl ToolHealthRegistry {
 
     /// Runs `f` on the tool's entry, creating it on first sight; `None` past the cap.
     #[inline]
-    fn with_entry_or_insert<R>(&self, tool: &str, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+    ///
+    /// `f` does the record's work first, then the entry is [touched](Self::touch); if the
+    /// evictor retired the entry meanwhile, the work is redone on a fresh entry, so a record is
+    /// never lost in an evicted entry. Side effects that must happen once (observers) belong
+    /// after this returns.
+    fn with_entry_or_insert<R>(&self, tool: &str, f: impl Fn(&Entry) -> R) -> Option<R> {
         let map = self.map.pin();
         if let Some(e) = map.get(tool) {
-            return Some(f(e));
+            let r = f(e);
+            if self.touch(e) {
+                return Some(r);
+            }
         }
-        self.insert_slow(tool).map(|e| f(&e))
+        // First sight, or the entry was evicted under us: a new entry can be evicted between
+        // its insertion and the work too, so the same work-then-touch applies.
+        loop {
+            let e = self.insert_slow(tool)?;
+            let r = f(&e);
+            if self.touch(&e) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Marks the entry seen in the current sweep epoch, after a record's work; `false` if the
+    /// evictor retired it (the caller then redoes the work on a fresh entry).
+    ///
+    /// # Orderings
+    ///
+    /// This is a Dekker handshake with [`evict_idle`](Self::evict_idle). The record's last
+    /// read-modify-write before this call (the success or failure count, or the failure
+    /// counter) is `SeqCst`, and so are the loads here; the evictor bumps the epoch (`SeqCst`)
+    /// before it reads the consecutive-failure counter (`SeqCst`). So either the record reads
+    /// the new epoch and then races the evictor for `seen` by CAS — exactly one wins — or the
+    /// evictor sees the record's writes: a failure makes the tool not fresh and it is kept; a
+    /// success is part of the history the eviction forgets, linearised before it. On x86-64
+    /// these orderings cost nothing over `Relaxed`. In the steady state this is two loads.
+    #[inline]
+    fn touch(&self, e: &Entry) -> bool {
+        let epoch = self.sweep_epoch.load(Ordering::SeqCst);
+        let mut seen = e.seen.load(Ordering::SeqCst);
+        while seen != epoch {
+            if seen == RETIRED {
+                return false;
+            }
+            match e
+                .seen
+                .compare_exchange_weak(seen, epoch, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(actual) => seen = actual,
+            }
+        }
+        true
     }
 
     #[cold]
     fn insert_slow(&self, tool: &str) -> Option<Arc<Entry>> {
-        let _guard = self
+        let mut sweeps = self
             .insert_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let map = self.map.pin();
         if let Some(e) = map.get(tool) {
+            // Retired entries are removed under this lock, so a mapped entry is live.
             return Some(Arc::clone(e));
         }
         if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
-            return None;
+            // At most one cap-triggered sweep per eighth of the idle time, so a storm of new
+            // names past the cap costs a lookup each, not a scan each.
+            let due = |idle_for: Duration| {
+                let last = sweeps.back().map_or(0, |&(_, start)| start);
+                let gap = (breaker::ticks_of_duration(idle_for) / 8).max(1);
+                self.now_ticks().saturating_sub(last) >= gap
+            };
+            match self.evict_idle_after {
+                Some(idle_for) if due(idle_for) && self.evict_locked(&mut sweeps, idle_for) > 0 => {
+                }
+                _ => return None,
+            }
         }
         let policy = self.policy_for(tool);
         let entry = Arc::new(Entry {
@@ -554,10 +637,80 @@ impl ToolHealthRegistry {
             slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
             breaker: Breaker::new(policy),
             control: Control::default(),
+            seen: AtomicU64::new(self.sweep_epoch.load(Ordering::Relaxed)),
         });
         map.insert(tool.into(), Arc::clone(&entry));
         self.tracked.fetch_add(1, Ordering::Relaxed);
         Some(entry)
+    }
+
+    /// Evicts tools not recorded for at least `idle_for` whose state is equivalent to fresh:
+    /// breaker closed, no consecutive failures, no operator control. Returns how many.
+    ///
+    /// An open or half-open breaker is never evicted, whatever its idleness; a tool that comes
+    /// back after eviction starts fresh (its history is gone, its per-tool policy override is
+    /// kept). Call it periodically (or set [`RegistryBuilder::evict_idle_after`] to run it
+    /// when the cap is reached), so a long-running process with a churning tool set stays
+    /// bounded.
+    ///
+    /// Idleness is measured in sweeps: each call starts a new sweep epoch, and a tool counts as
+    /// idle when it was last recorded in an epoch that ended at least `idle_for` ago. So a tool
+    /// is evicted at the latest one sweep period after it became `idle_for` idle.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tool_health::{ManualClock, ToolHealthRegistry};
+    ///
+    /// let clock = ManualClock::new();
+    /// let registry = ToolHealthRegistry::builder().clock(clock.clone()).build();
+    /// registry.record_success("one_off_tool", Duration::from_millis(3));
+    /// // Sweep periodically, e.g. every minute:
+    /// for _ in 0..15 {
+    ///     clock.advance(Duration::from_secs(60));
+    ///     registry.evict_idle(Duration::from_secs(600));
+    /// }
+    /// assert!(registry.snapshot("one_off_tool").is_none());
+    /// ```
+    pub fn evict_idle(&self, idle_for: Duration) -> usize {
+        let mut sweeps = self
+            .insert_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.evict_locked(&mut sweeps, idle_for)
+    }
+
+    fn evict_locked(&self, sweeps: &mut VecDeque<(u64, u64)>, idle_for: Duration) -> usize {
+        let now = self.now_ticks();
+        let epoch = self.sweep_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        sweeps.push_back((epoch, now));
+        let cutoff = now.saturating_sub(breaker::ticks_of_duration(idle_for));
+        // The newest epoch that started at or before the cutoff: whatever was last seen before
+        // it has been idle for at least `idle_for`.
+        let Some(&(threshold, _)) = sweeps.iter().rev().find(|&&(_, start)| start <= cutoff) else {
+            return 0;
+        };
+        while sweeps.len() > 1 && sweeps[1].1 <= cutoff {
+            sweeps.pop_front();
+        }
+        let map = self.map.pin();
+        let mut evicted = 0;
+        for (name, e) in map.iter() {
+            let seen = e.seen.load(Ordering::SeqCst);
+            let fresh_equivalent = e.breaker.effective(now) == Effective::Closed
+                && e.breaker.consecutive_failures() == 0
+                && e.control.raw() == 0;
+            if seen < threshold
+                && fresh_equivalent
+                && e.seen
+                    .compare_exchange(seen, RETIRED, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                map.remove(name);
+                self.tracked.fetch_sub(1, Ordering::Relaxed);
+                evicted += 1;
+            }
+        }
+        evicted
     }
 
     // ------------------------------------------------------------------------------------
@@ -785,15 +938,16 @@ impl ToolHealthRegistry {
                     None
                 }
             };
-            applied.map_or_else(Recorded::default, |a| {
-                self.notify_transitions(tool, &a);
-                Recorded {
-                    expired: a.expired,
-                    transition: a.transition,
-                }
-            })
+            applied
         });
         let overflow = recorded.is_none();
+        let recorded = recorded.flatten().map_or_else(Recorded::default, |a| {
+            self.notify_transitions(tool, &a);
+            Recorded {
+                expired: a.expired,
+                transition: a.transition,
+            }
+        });
         if overflow {
             self.overflow_records.fetch_add(1, Ordering::Relaxed);
             match outcome {
@@ -809,7 +963,7 @@ impl ToolHealthRegistry {
             error_type: report.error_type,
             overflow,
         });
-        recorded.unwrap_or_default()
+        recorded
     }
 
     /// Gives a probe permit back without a result (the call was cancelled): the breaker

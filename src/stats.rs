@@ -20,7 +20,10 @@
 //! while calls are being recorded may see one counter updated and another not yet; at
 //! quiescence `total == success + failure` holds exactly (total is derived, not stored).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::time::Duration;
 
 use crate::clock::duration_to_nanos;
@@ -171,10 +174,12 @@ impl ToolStats {
     /// Records one finished call.
     #[inline]
     pub(crate) fn record(&self, success: bool, duration: Duration) {
+        // SeqCst: the registry's eviction handshake orders this count against the sweep (see
+        // `ToolHealthRegistry::touch`); on x86-64 it costs what Relaxed costs.
         if success {
-            self.success.fetch_add(1, Relaxed);
+            self.success.fetch_add(1, SeqCst);
         } else {
-            self.failure.fetch_add(1, Relaxed);
+            self.failure.fetch_add(1, SeqCst);
         }
         self.add_duration(duration_to_nanos(duration));
         self.step_ewma(success);

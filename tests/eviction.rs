@@ -1,0 +1,177 @@
+//! Idle eviction: bounded memory for churning tool sets, never at the cost of a breaker or a
+//! record.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
+
+const MS: Duration = Duration::from_millis(1);
+const MIN: Duration = Duration::from_secs(60);
+
+fn setup() -> (ToolHealthRegistry, ManualClock) {
+    let clock = ManualClock::new();
+    let r = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .config(CircuitBreakerConfig {
+            failure_threshold: 1,
+            ..Default::default()
+        })
+        .build();
+    (r, clock)
+}
+
+#[test]
+fn idle_fresh_tools_are_evicted_and_come_back_fresh() {
+    let (r, clock) = setup();
+    r.record_success("old", MS);
+    r.record_success("old", MS);
+    // A sweep every minute; "old" was last seen in the epoch that ended at minute 1, so it has
+    // been idle 5 minutes for sure at minute 6.
+    for minute in 1..=5 {
+        clock.advance(MIN);
+        if minute == 5 {
+            r.record_success("recent", MS);
+        }
+        assert_eq!(r.evict_idle(5 * MIN), 0, "minute {minute}");
+    }
+    clock.advance(MIN);
+    assert_eq!(r.evict_idle(5 * MIN), 1);
+    assert!(r.snapshot("old").is_none());
+    assert!(r.snapshot("recent").is_some(), "seen a minute ago: kept");
+    assert_eq!(r.tracked_tools(), 1);
+    r.record_success("old", MS);
+    assert_eq!(
+        r.snapshot("old").unwrap().total_calls,
+        1,
+        "comes back fresh"
+    );
+}
+
+#[test]
+fn open_and_half_open_breakers_are_never_evicted() {
+    let (r, clock) = setup();
+    r.record_failure("open", MS);
+    r.record_failure("probing", MS);
+    clock.advance(30 * Duration::from_secs(1));
+    assert!(r.allow_request("probing"));
+    r.set_config(CircuitBreakerConfig {
+        probe_timeout: Duration::ZERO,
+        ..CircuitBreakerConfig::default()
+    });
+    clock.advance(24 * 60 * MIN);
+    assert_eq!(r.evict_idle(Duration::ZERO), 0);
+    assert_eq!(r.evict_idle(Duration::ZERO), 0);
+    assert_eq!(r.breaker_state("open"), BreakerState::Open);
+    assert!(r.snapshot("probing").is_some());
+}
+
+#[test]
+fn tools_with_failures_or_controls_are_kept() {
+    let clock = ManualClock::new();
+    let r = ToolHealthRegistry::builder().clock(clock.clone()).build();
+    r.record_failure("failing", MS); // closed (threshold 3) but failing
+    r.record_success("isolated", MS);
+    r.force_open("isolated");
+    r.record_success("shadowed", MS);
+    r.set_shadow("shadowed", true);
+    clock.advance(60 * MIN);
+    r.evict_idle(Duration::ZERO);
+    assert_eq!(r.evict_idle(Duration::ZERO), 0);
+    assert_eq!(r.tracked_tools(), 3);
+}
+
+#[test]
+fn at_the_cap_idle_tools_make_room_for_new_ones() {
+    let clock = ManualClock::new();
+    let r = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .max_tools(200)
+        .evict_idle_after(MIN)
+        .build();
+    // 100 new tools every 2 minutes, a sweep every 2 minutes: each round's tools are idle by
+    // the round after next, and there is always room.
+    for round in 0..10 {
+        for i in 0..100 {
+            r.record_success(&format!("round{round}-tool{i}"), MS);
+        }
+        clock.advance(2 * MIN);
+        r.evict_idle(MIN);
+    }
+    assert!(r.tracked_tools() <= 200);
+    assert_eq!(r.overflow().records, 0, "eviction made room every round");
+}
+
+#[test]
+fn with_no_periodic_sweep_the_cap_itself_triggers_eviction() {
+    let clock = ManualClock::new();
+    let r = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .max_tools(10)
+        .evict_idle_after(MIN)
+        .build();
+    for i in 0..10 {
+        r.record_success(&format!("a{i}"), MS);
+    }
+    clock.advance(2 * MIN);
+    // The first overflow starts a sweep epoch but nothing is provably idle yet...
+    r.record_success("b0", MS);
+    assert!(r.snapshot("b0").is_none());
+    // ...a later one, past the sweep spacing, evicts the idle tools and makes room.
+    clock.advance(2 * MIN);
+    r.record_success("b1", MS);
+    assert!(r.snapshot("b1").is_some());
+    assert_eq!(r.tracked_tools(), 1);
+}
+
+#[test]
+fn without_eviction_the_cap_holds_and_overflow_counts() {
+    let clock = ManualClock::new();
+    let r = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .max_tools(10)
+        .build();
+    for i in 0..50 {
+        r.record_success(&format!("t{i}"), MS);
+    }
+    assert_eq!(r.tracked_tools(), 10);
+    assert_eq!(r.overflow().records, 40);
+}
+
+#[test]
+fn a_failure_racing_a_sweep_is_never_lost() {
+    const OPS: usize = 200_000;
+    const TOOLS: usize = 16;
+    let r = Arc::new(ToolHealthRegistry::builder().build());
+    let done = Arc::new(AtomicBool::new(false));
+    let sweeper = {
+        let (r, done) = (r.clone(), done.clone());
+        thread::spawn(move || {
+            let mut evicted = 0;
+            while !done.load(Ordering::Acquire) {
+                evicted += r.evict_idle(Duration::ZERO);
+            }
+            evicted
+        })
+    };
+    let names: Vec<String> = (0..TOOLS).map(|i| format!("t{i}")).collect();
+    for i in 0..OPS {
+        let n = &names[i % TOOLS];
+        // A success makes the tool fresh-equivalent again: fair game for the sweeper, which
+        // may evict it at any moment, also while the failure below is being recorded.
+        r.record_success(n, MS);
+        r.record_failure(n, MS);
+        let s = r
+            .snapshot(n)
+            .unwrap_or_else(|| panic!("op {i}: {n} was evicted with a failure"));
+        assert!(
+            s.consecutive_failures >= 1,
+            "op {i}: {n}'s failure was lost"
+        );
+    }
+    done.store(true, Ordering::Release);
+    let evicted = sweeper.join().unwrap();
+    assert!(evicted > 0, "the sweeper did evict fresh tools meanwhile");
+}

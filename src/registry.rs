@@ -910,35 +910,32 @@ impl ToolHealthRegistry {
         } else {
             report.duration
         };
-        let recorded = self.with_entry_or_insert(tool, |e| {
-            let applied = match outcome {
-                CallOutcome::Success => {
-                    e.stats.record(true, duration);
-                    // A slow success is a failure for the breaker only.
-                    if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
-                        Some(e.breaker.on_failure(generation, self.now_ticks(), 0))
-                    } else {
-                        Some(e.breaker.on_success(generation, || self.now_ticks()))
-                    }
+        let recorded = self.with_entry_or_insert(tool, |e| match outcome {
+            CallOutcome::Success => {
+                e.stats.record(true, duration);
+                // A slow success is a failure for the breaker only.
+                if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                    Some(e.breaker.on_failure(generation, self.now_ticks(), 0))
+                } else {
+                    Some(e.breaker.on_success(generation, || self.now_ticks()))
                 }
-                CallOutcome::Failure => {
-                    e.stats.record(false, duration);
-                    let now = self.now_ticks();
-                    let not_before = report
-                        .retry_after
-                        .map_or(0, |d| now.saturating_add(breaker::ticks_of_duration(d)));
-                    Some(e.breaker.on_failure(generation, now, not_before))
-                }
-                CallOutcome::Ignored => {
-                    e.stats.record_ignored();
-                    None
-                }
-                CallOutcome::Refused => {
-                    e.stats.record_refused();
-                    None
-                }
-            };
-            applied
+            }
+            CallOutcome::Failure => {
+                e.stats.record(false, duration);
+                let now = self.now_ticks();
+                let not_before = report
+                    .retry_after
+                    .map_or(0, |d| now.saturating_add(breaker::ticks_of_duration(d)));
+                Some(e.breaker.on_failure(generation, now, not_before))
+            }
+            CallOutcome::Ignored => {
+                e.stats.record_ignored();
+                None
+            }
+            CallOutcome::Refused => {
+                e.stats.record_refused();
+                None
+            }
         });
         let overflow = recorded.is_none();
         let recorded = recorded.flatten().map_or_else(Recorded::default, |a| {

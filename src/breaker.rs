@@ -54,8 +54,12 @@
 //! the counter and a concurrent failure tripping the breaker, the counter may read lower than the
 //! failures it "should" hold; the state is always right.
 
+#[cfg(tool_health_loom)]
+use loom::sync::atomic::{AtomicBool, AtomicU64};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+#[cfg(not(tool_health_loom))]
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -571,7 +575,7 @@ impl Breaker {
         let b = Self {
             word: AtomicU64::new(Word::FRESH.encode()),
             consecutive: AtomicU64::new(0),
-            transitions: Default::default(),
+            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             level: AtomicU64::new(0),
             closed_at: AtomicU64::new(NEVER),
             policy: ArcSwap::new(Arc::clone(&policy)),
@@ -1006,5 +1010,137 @@ mod tests {
             "a success while open is ignored"
         );
         assert_eq!(b.transition_counts(), [1, 0, 0, 0]);
+    }
+}
+
+/// Exhaustive interleavings of the word protocol under loom:
+/// `RUSTFLAGS="--cfg tool_health_loom" cargo test --release --lib loom_model`.
+#[cfg(all(test, tool_health_loom))]
+mod loom_model {
+    use super::*;
+    use crate::registry::CircuitBreakerConfig;
+    use loom::sync::Arc as LArc;
+    use loom::thread;
+
+    fn breaker(threshold: u32, lease_ms: u64) -> Breaker {
+        Breaker::new(Arc::new(ToolPolicy::from(CircuitBreakerConfig {
+            failure_threshold: threshold,
+            recovery_duration: Duration::from_millis(10),
+            probe_timeout: Duration::from_millis(lease_ms),
+        })))
+    }
+
+    fn probe_generation(a: &Applied) -> Option<u32> {
+        match a.verdict {
+            Verdict::Probe { generation } => Some(generation),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn one_probe_per_episode() {
+        loom::model(|| {
+            let b = LArc::new(breaker(1, 100));
+            b.on_failure(None, 0, 0); // open, ready at 10
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    let b = b.clone();
+                    thread::spawn(move || probe_generation(&b.acquire(|| 10)))
+                })
+                .collect();
+            let probes: Vec<_> = hs.into_iter().filter_map(|h| h.join().unwrap()).collect();
+            assert_eq!(probes.len(), 1, "exactly one probe: {probes:?}");
+            assert_eq!(b.effective(10).state(), BreakerState::HalfOpen);
+            assert_eq!(b.transition_counts(), [1, 1, 0, 0], "no lost transition");
+        });
+    }
+
+    #[test]
+    fn concurrent_failures_trip_exactly_once() {
+        loom::model(|| {
+            let b = LArc::new(breaker(2, 100));
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let b = b.clone();
+                    thread::spawn(move || b.on_failure(None, 5, 0).transition)
+                })
+                .collect();
+            let trips = hs.into_iter().filter_map(|h| h.join().unwrap()).count();
+            assert_eq!(trips, 1, "two failures at threshold 2 trip once");
+            assert_eq!(b.effective(5).state(), BreakerState::Open);
+            assert_eq!(b.consecutive_failures(), 2);
+        });
+    }
+
+    #[test]
+    fn probe_result_races_a_stale_result_and_the_gate() {
+        loom::model(|| {
+            let b = LArc::new(breaker(1, 100));
+            let old = b.acquire(|| 0); // admitted while closed, generation 0
+            let Verdict::Allowed {
+                generation: old_gen,
+            } = old.verdict
+            else {
+                panic!("closed breaker refused")
+            };
+            b.on_failure(None, 0, 0);
+            let probe = probe_generation(&b.acquire(|| 10)).expect("probe");
+            let t1 = {
+                let b = b.clone();
+                thread::spawn(move || b.on_success(Some(probe), || 20).transition)
+            };
+            let t2 = {
+                let b = b.clone();
+                thread::spawn(move || b.on_failure(Some(old_gen), 20, 0).transition)
+            };
+            let t3 = {
+                let b = b.clone();
+                thread::spawn(move || b.acquire(|| 20).verdict)
+            };
+            let closed = t1.join().unwrap();
+            let stale = t2.join().unwrap();
+            let gate = t3.join().unwrap();
+            assert!(closed.is_some(), "the probe's own success closes");
+            assert!(
+                stale.is_none(),
+                "a stale failure never re-opens a newer episode"
+            );
+            assert_eq!(b.effective(20).state(), BreakerState::Closed);
+            // The gate saw either the probe in flight (refused) or the closed breaker.
+            assert!(matches!(
+                gate,
+                Verdict::Refused { .. } | Verdict::Allowed { .. }
+            ));
+            assert!(b.load().generation() > probe, "generations only grow");
+        });
+    }
+
+    #[test]
+    fn expired_lease_late_success_races_a_new_probe() {
+        loom::model(|| {
+            let b = LArc::new(breaker(1, 5));
+            b.on_failure(None, 0, 0);
+            let first = probe_generation(&b.acquire(|| 10)).expect("probe"); // lease ends at 15
+                                                                             // At 25 the lease has expired (15) and the cooldown from its end elapsed (25).
+            let late = {
+                let b = b.clone();
+                thread::spawn(move || b.on_success(Some(first), || 25).transition)
+            };
+            let gate = {
+                let b = b.clone();
+                thread::spawn(move || probe_generation(&b.acquire(|| 25)))
+            };
+            let late = late.join().unwrap();
+            let second = gate.join().unwrap();
+            assert!(
+                late.is_none(),
+                "a success after its lease expired never closes"
+            );
+            let second = second.expect("the cooldown from the lease end elapsed: new probe");
+            assert!(second > first);
+            assert_eq!(b.effective(25).state(), BreakerState::HalfOpen);
+            // The oracle agrees with the gate at the same instant.
+            assert!(!b.would_allow(|| 25));
+        });
     }
 }

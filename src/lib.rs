@@ -66,6 +66,8 @@
 //! After the first record of a tool name, the gate and the record paths take no lock and
 //! allocate nothing: a lock-free map lookup, then atomics (see [`registry`]).
 
+#![forbid(unsafe_code)]
+
 pub mod breaker;
 pub mod clock;
 pub mod control;

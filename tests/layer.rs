@@ -276,6 +276,31 @@ fn a_panic_inside_a_tool_span_is_a_failure_and_the_registry_stays_usable() {
 }
 
 #[test]
+fn a_panic_through_an_entered_span_that_closes_later_is_a_failure() {
+    // Executors catch a task's panic and may drop its future (closing the span) afterwards:
+    // the panic is seen when it unwinds out of the entered span.
+    for stack in ALL_STACKS {
+        let (_clock, registry) = new_registry(3);
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            let span = tool_span!("crashy");
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                let _entered = span.enter();
+                panic!("tool bug");
+            }));
+            assert!(caught.is_err());
+            drop(span);
+            // A span merely closed after some unrelated panic was caught is fine.
+            let later = tool_span!("fine");
+            let _ = catch_unwind(|| panic!("elsewhere"));
+            drop(later);
+        });
+        assert_eq!(calls(&registry, "crashy"), (0, 1, 0, 0), "{stack:?}");
+        assert_eq!(calls(&registry, "fine"), (1, 0, 0, 0), "{stack:?}");
+    }
+}
+
+#[test]
 fn a_refused_span_records_nothing_but_the_refusal() {
     for stack in ALL_STACKS {
         let (clock, registry) = new_registry(1);
@@ -441,7 +466,7 @@ fn strict_mode_needs_a_completion_marker() {
             drop(tool_span!("plain")); // no marker: cancelled
             tool_span!("plain").in_scope(|| tracing::error!("logged, then cancelled"));
             // A child span's `return` is not the tool's completion.
-            tool_span!("plain").in_scope(|| helper());
+            tool_span!("plain").in_scope(helper);
             assert!(strict_tool(false).is_ok());
             assert!(strict_tool(true).is_err());
             tool_span!("status").record("otel.status_code", "OK");

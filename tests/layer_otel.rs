@@ -202,7 +202,7 @@ fn otel_filtered_out_degrades_to_nothing() {
     let otel = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("t"))
         .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
-            !meta.fields().field("gen_ai.tool.name").is_some()
+            meta.fields().field("gen_ai.tool.name").is_none()
         }));
     let subscriber = tracing_subscriber::registry()
         .with(ToolHealthLayer::new(registry.clone()))

@@ -92,6 +92,8 @@
 //!
 //! A later decision in the same span replaces an earlier one, except that a refusal never
 //! replaces the span's own probe (the probe holder asking again is refused by its own probe).
+//! A refusal's Error status stays on the OpenTelemetry span even if a later decision in the
+//! same span admits the call: OpenTelemetry statuses only move up.
 //! Outside any tool span the gate is the plain gate. Gate calls bind only to the spans of the
 //! subscriber that is the current default, and only when that subscriber's `ToolHealthLayer`
 //! feeds the same registry (the same `Arc`).
@@ -125,9 +127,11 @@
 //!   `#[instrument(ret)]` are completion markers: filtering them out makes every call look
 //!   cancelled. Filter your log output per layer (`fmt::layer().with_filter(..)`) instead, or
 //!   let tool spans and their events through.
-//! * **Versions.** tracing-opentelemetry 0.34 pairs with opentelemetry 0.33 (and
-//!   opentelemetry_sdk 0.33). With another pairing your tracer is a different type from the
-//!   one this crate's tracing-opentelemetry sees, and the span annotations silently disappear.
+//! * **Versions.** This crate uses tracing-opentelemetry 0.34, which pairs with opentelemetry
+//!   0.33 (and opentelemetry_sdk 0.33): use exactly these. A tracer of another opentelemetry
+//!   version is rejected by `with_tracer`; an OpenTelemetry layer of another
+//!   tracing-opentelemetry version records spans but is invisible to this crate, and the
+//!   annotations silently disappear (`cargo tree -d -i tracing-opentelemetry` shows it).
 //! * **Requested name vs. resolved name.** The gate keys on the name it is asked about; the
 //!   span's outcome is recorded under the name on the span. When a renaming middleware (or a
 //!   [`HealthRouter`](crate::HealthRouter) fallback) makes them differ, the outcome is recorded
@@ -438,7 +442,8 @@ impl ToolHealthLayerBuilder {
     }
 
     /// Decides from a span's metadata whether it can be a tool span, instead of "declares the
-    /// tool-name field". Called once per callsite; it must not panic.
+    /// tool-name field". Called once per callsite, possibly while tracing registers the
+    /// callsite: it must be pure — no panics, no tracing events.
     ///
     /// The tool name still comes from the [tool-name field](Self::tool_name_field).
     ///

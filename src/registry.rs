@@ -1103,6 +1103,8 @@ impl ToolHealthRegistry {
     #[inline]
     fn notify_call(&self, event: &CallEvent<'_>) {
         if self.has_observers.load(Ordering::Acquire) {
+            // Whatever observers log is not the current tool span's doing.
+            let _quiet = crate::layer::CallingOut::enter();
             for o in self.observers.load().iter() {
                 o.on_call(event);
             }
@@ -1115,6 +1117,7 @@ impl ToolHealthRegistry {
             return;
         }
         if self.has_observers.load(Ordering::Acquire) {
+            let _quiet = crate::layer::CallingOut::enter();
             let at = self.clock.now();
             for t in applied.expired.iter().chain(applied.transition.iter()) {
                 for o in self.observers.load().iter() {

@@ -1,0 +1,67 @@
+//! Writing the gate decision and breaker transitions onto the OpenTelemetry span, through
+//! tracing-opentelemetry when it is in the subscriber; nothing at all when it is not.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use opentelemetry::trace::{SpanRef, Status, TraceContextExt};
+use opentelemetry::KeyValue;
+use tracing::span::Id;
+use tracing::Dispatch;
+
+use crate::breaker::{BreakerState, Transition};
+use crate::gate::{GateDecision, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
+
+use super::{
+    BREAKER_STATE_ATTRIBUTE, GATE_DECISION_ATTRIBUTE, TRANSITION_EVENT, TRANSITION_FROM_ATTRIBUTE,
+    TRANSITION_TO_ATTRIBUTE,
+};
+
+/// Runs `f` on the OpenTelemetry span of tracing span `id`, if tracing-opentelemetry tracks it.
+///
+/// `tracing_opentelemetry::get_otel_context` starts the OpenTelemetry span if it was not yet
+/// started (its start time is the tracing span's creation time either way). The caller must
+/// hold no extensions lock of this span. A panic inside tracing-opentelemetry or the SDK is
+/// contained here: annotations are best effort and never take the caller down.
+fn with_otel_span(dispatch: &Dispatch, id: &Id, f: impl FnOnce(&SpanRef<'_>)) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(cx) = tracing_opentelemetry::get_otel_context(id, dispatch) {
+            f(&cx.span());
+        }
+    }));
+}
+
+/// `tool_health.gate.decision`, `tool_health.breaker.state`, and for a refusal status Error
+/// with [`REFUSAL_MESSAGE`] and `error.type` = [`REFUSAL_ERROR_TYPE`].
+pub(crate) fn annotate_decision(
+    dispatch: &Dispatch,
+    id: &Id,
+    decision: &GateDecision,
+    state: BreakerState,
+) {
+    with_otel_span(dispatch, id, |span| {
+        span.set_attribute(KeyValue::new(GATE_DECISION_ATTRIBUTE, decision.as_str()));
+        span.set_attribute(KeyValue::new(BREAKER_STATE_ATTRIBUTE, state.as_str()));
+        if !decision.is_allowed() {
+            span.set_attribute(KeyValue::new("error.type", REFUSAL_ERROR_TYPE));
+            span.set_status(Status::error(REFUSAL_MESSAGE));
+        }
+    });
+}
+
+/// One `tool_health.breaker.transition` event per transition.
+pub(crate) fn annotate_transitions(dispatch: &Dispatch, id: &Id, transitions: &[Transition]) {
+    if transitions.is_empty() {
+        return;
+    }
+    with_otel_span(dispatch, id, |span| {
+        for t in transitions {
+            span.add_event(
+                TRANSITION_EVENT,
+                vec![
+                    KeyValue::new(TRANSITION_FROM_ATTRIBUTE, t.from.as_str()),
+                    KeyValue::new(TRANSITION_TO_ATTRIBUTE, t.to.as_str()),
+                ],
+            );
+        }
+    });
+}

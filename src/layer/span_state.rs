@@ -321,6 +321,7 @@ mod tests {
         Permit {
             generation: 7,
             probe,
+            shadow_refused: false,
         }
     }
 

@@ -164,7 +164,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::breaker::Transition;
-use crate::registry::ToolHealthRegistry;
+use crate::registry::{CallReport, ToolHealthRegistry};
 
 pub(crate) use bind::bind_decision;
 pub use classify::{DefaultClassifier, OutcomeClassifier, SpanFacts, DEFAULT_CALLER_ERRORS};
@@ -174,6 +174,13 @@ use span_state::{EventFields, Kind, SpanFields, SpanVisitor, ToolSpan};
 
 /// The field carrying the tool name by default (OpenTelemetry GenAI).
 pub const DEFAULT_TOOL_NAME_FIELD: &str = "gen_ai.tool.name";
+
+/// The span field read as a tool's retry hint, in seconds (see
+/// [`ToolHealthLayerBuilder::retry_after_field`]).
+pub const DEFAULT_RETRY_AFTER_FIELD: &str = "http.response.header.retry-after";
+
+/// Span attribute written on a call shadow mode let through: `false`.
+pub const GATE_ENFORCED_ATTRIBUTE: &str = "tool_health.gate.enforced";
 /// Span attribute: the gate decision bound to the span (`allowed`, `probe`, `refused`).
 pub const GATE_DECISION_ATTRIBUTE: &str = "tool_health.gate.decision";
 /// Span attribute: the breaker state at admission (`closed`, `open`, `half_open`).
@@ -219,6 +226,7 @@ const MAX_CACHED_CALLSITES: usize = 65_536;
 pub(crate) struct Shared {
     pub(crate) registry: Arc<ToolHealthRegistry>,
     tool_name_field: Cow<'static, str>,
+    retry_after_field: Cow<'static, str>,
     span_filter: Option<fn(&Metadata<'_>) -> bool>,
     classifier: SharedClassifier,
     callsites: papaya::HashMap<Identifier, Kind, foldhash::fast::RandomState>,
@@ -317,6 +325,7 @@ impl ToolHealthLayer {
         ToolHealthLayerBuilder {
             registry,
             tool_name_field: Cow::Borrowed(DEFAULT_TOOL_NAME_FIELD),
+            retry_after_field: Cow::Borrowed(DEFAULT_RETRY_AFTER_FIELD),
             span_filter: None,
             default_classifier: DefaultClassifier::new(),
             classifier: None,
@@ -372,12 +381,15 @@ impl ToolHealthLayer {
         match outcome {
             Some(outcome) => {
                 let duration = registry.now().saturating_sub(state.start);
-                let recorded = registry.record(
+                let recorded = registry.record_report(
                     name,
-                    outcome,
-                    duration,
-                    permit.map(|p| p.generation()),
-                    facts.error_type,
+                    &CallReport {
+                        outcome,
+                        duration,
+                        generation: permit.map(|p| p.generation()),
+                        error_type: facts.error_type,
+                        retry_after: state.retry_hint(),
+                    },
                 );
                 transitions.extend(recorded.transitions());
             }
@@ -403,6 +415,7 @@ impl ToolHealthLayer {
 pub struct ToolHealthLayerBuilder {
     registry: Arc<ToolHealthRegistry>,
     tool_name_field: Cow<'static, str>,
+    retry_after_field: Cow<'static, str>,
     span_filter: Option<fn(&Metadata<'_>) -> bool>,
     default_classifier: DefaultClassifier,
     classifier: Option<Arc<dyn OutcomeClassifier>>,
@@ -438,6 +451,24 @@ impl ToolHealthLayerBuilder {
     /// ```
     pub fn tool_name_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
         self.tool_name_field = field.into();
+        self
+    }
+
+    /// The span field carrying a tool's retry hint in seconds (a number or a numeric string;
+    /// default [`DEFAULT_RETRY_AFTER_FIELD`]). A failed tool span with this field — and an
+    /// `http.response.status_code` of 429 or 503, or none — keeps the tool's breaker open at
+    /// least that long if the failure leaves it open, and the gate's `retry_after` says so.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tool_health::{layer::ToolHealthLayer, ToolHealthRegistry};
+    /// let layer = ToolHealthLayer::builder(Arc::new(ToolHealthRegistry::new()))
+    ///     .retry_after_field("tool.retry_after_s")
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn retry_after_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.retry_after_field = field.into();
         self
     }
 
@@ -498,6 +529,7 @@ impl ToolHealthLayerBuilder {
             shared: Arc::new(Shared {
                 registry: self.registry,
                 tool_name_field: self.tool_name_field,
+                retry_after_field: self.retry_after_field,
                 span_filter: self.span_filter,
                 classifier: SharedClassifier(classifier),
                 callsites: papaya::HashMap::builder()
@@ -537,6 +569,7 @@ where
         let mut fields = SpanFields::default();
         attrs.record(&mut SpanVisitor {
             tool_name_field: &self.shared.tool_name_field,
+            retry_after_field: &self.shared.retry_after_field,
             out: &mut fields,
         });
         let start = self.shared.registry.now();
@@ -562,6 +595,7 @@ where
         let mut fields = SpanFields::default();
         values.record(&mut SpanVisitor {
             tool_name_field: &self.shared.tool_name_field,
+            retry_after_field: &self.shared.retry_after_field,
             out: &mut fields,
         });
         if fields.is_empty() {

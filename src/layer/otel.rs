@@ -12,8 +12,8 @@ use crate::breaker::{BreakerState, Transition};
 use crate::gate::{GateDecision, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
 
 use super::{
-    BREAKER_STATE_ATTRIBUTE, GATE_DECISION_ATTRIBUTE, TRANSITION_EVENT, TRANSITION_FROM_ATTRIBUTE,
-    TRANSITION_TO_ATTRIBUTE,
+    BREAKER_STATE_ATTRIBUTE, GATE_DECISION_ATTRIBUTE, GATE_ENFORCED_ATTRIBUTE, TRANSITION_EVENT,
+    TRANSITION_FROM_ATTRIBUTE, TRANSITION_TO_ATTRIBUTE,
 };
 
 /// Runs `f` on the OpenTelemetry span of tracing span `id`, if tracing-opentelemetry tracks it.
@@ -44,6 +44,10 @@ pub(crate) fn annotate_decision(
         if !decision.is_allowed() {
             span.set_attribute(KeyValue::new("error.type", REFUSAL_ERROR_TYPE));
             span.set_status(Status::error(REFUSAL_MESSAGE));
+        }
+        if decision.permit().is_some_and(|p| p.is_shadow_refused()) {
+            // Shadow mode: the breaker refused, the call went ahead.
+            span.set_attribute(KeyValue::new(GATE_ENFORCED_ATTRIBUTE, false));
         }
     });
 }

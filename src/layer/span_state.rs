@@ -18,6 +18,8 @@ pub(crate) const OPERATION_FIELD: &str = "gen_ai.operation.name";
 pub(crate) const EXECUTE_TOOL: &str = "execute_tool";
 pub(crate) const ERROR_TYPE_FIELD: &str = "error.type";
 pub(crate) const STATUS_CODE_FIELD: &str = "otel.status_code";
+/// The HTTP status a tool's backend answered with.
+pub(crate) const HTTP_STATUS_FIELD: &str = "http.response.status_code";
 
 /// What a callsite can be, decided once per callsite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,6 +102,9 @@ pub(crate) struct SpanFields {
     pub(crate) operation: Option<bool>,
     pub(crate) error_type: Option<String>,
     pub(crate) status: Option<Status>,
+    pub(crate) http_status: Option<u64>,
+    /// Seconds.
+    pub(crate) retry_after: Option<f64>,
 }
 
 impl SpanFields {
@@ -108,6 +113,8 @@ impl SpanFields {
             && self.operation.is_none()
             && self.error_type.is_none()
             && self.status.is_none()
+            && self.http_status.is_none()
+            && self.retry_after.is_none()
     }
 }
 
@@ -121,6 +128,7 @@ pub(crate) enum Status {
 /// Visits a span's `Attributes` or `Record` into [`SpanFields`].
 pub(crate) struct SpanVisitor<'a> {
     pub(crate) tool_name_field: &'a str,
+    pub(crate) retry_after_field: &'a str,
     pub(crate) out: &'a mut SpanFields,
 }
 
@@ -139,6 +147,21 @@ impl SpanVisitor<'_> {
             } else {
                 Status::Other
             });
+        } else if name == HTTP_STATUS_FIELD {
+            self.out.http_status = value.trim().parse().ok();
+        } else if name == self.retry_after_field {
+            self.number(field, value.trim().parse().unwrap_or(f64::NAN));
+        }
+    }
+
+    /// A numeric field: the HTTP status or the retry hint (seconds; negative, NaN or infinite
+    /// values are no hint).
+    fn number(&mut self, field: &Field, value: f64) {
+        let name = field.name();
+        if name == HTTP_STATUS_FIELD && (0.0..=999.0).contains(&value) {
+            self.out.http_status = Some(value as u64);
+        } else if name == self.retry_after_field {
+            self.out.retry_after = (value.is_finite() && value >= 0.0).then_some(value);
         }
     }
 
@@ -148,12 +171,26 @@ impl SpanVisitor<'_> {
             || name == OPERATION_FIELD
             || name == ERROR_TYPE_FIELD
             || name == STATUS_CODE_FIELD
+            || name == HTTP_STATUS_FIELD
+            || name == self.retry_after_field
     }
 }
 
 impl Visit for SpanVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.value(field, value);
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.number(field, value as f64);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.number(field, value as f64);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.number(field, value);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -222,6 +259,8 @@ pub(crate) struct ToolSpan {
     pub(crate) operation: Operation,
     pub(crate) error_type: Option<String>,
     pub(crate) event_error_type: Option<String>,
+    pub(crate) http_status: Option<u64>,
+    pub(crate) retry_after: Option<f64>,
     pub(crate) status_error: bool,
     pub(crate) error_event: bool,
     pub(crate) panicked: bool,
@@ -242,6 +281,8 @@ impl ToolSpan {
             },
             error_type: None,
             event_error_type: None,
+            http_status: None,
+            retry_after: None,
             status_error: false,
             error_event: false,
             panicked: false,
@@ -271,6 +312,21 @@ impl ToolSpan {
             self.completed = true;
             self.status_error = status == Status::Error;
         }
+        if fields.http_status.is_some() {
+            self.http_status = fields.http_status;
+        }
+        if fields.retry_after.is_some() {
+            self.retry_after = fields.retry_after;
+        }
+    }
+
+    /// The tool's retry hint: the retry-after field, when the HTTP status (if any) is one that
+    /// carries it (429 Too Many Requests, 503 Service Unavailable). Used on failures only.
+    pub(crate) fn retry_hint(&self) -> Option<Duration> {
+        let status_ok = matches!(self.http_status, None | Some(429) | Some(503));
+        self.retry_after
+            .filter(|_| status_ok)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
     }
 
     /// Whether the span may still turn out to be a tool span (its operation, if any, is not

@@ -165,6 +165,10 @@ impl SpanVisitor<'_> {
         }
     }
 
+    fn is_number_field(&self, field: &Field) -> bool {
+        field.name() == HTTP_STATUS_FIELD || field.name() == self.retry_after_field
+    }
+
     fn wanted(&self, field: &Field) -> bool {
         let name = field.name();
         name == self.tool_name_field
@@ -182,15 +186,27 @@ impl Visit for SpanVisitor<'_> {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.number(field, value as f64);
+        if self.is_number_field(field) {
+            self.number(field, value as f64);
+        } else {
+            self.record_debug(field, &value);
+        }
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.number(field, value as f64);
+        if self.is_number_field(field) {
+            self.number(field, value as f64);
+        } else {
+            self.record_debug(field, &value);
+        }
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.number(field, value);
+        if self.is_number_field(field) {
+            self.number(field, value);
+        } else {
+            self.record_debug(field, &value);
+        }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {

@@ -49,13 +49,19 @@
 //! The state machine lives in one location, so its modification order alone makes it correct.
 //! Loads use `Acquire` and successful CAS `AcqRel` so that a thread observing a transition also
 //! observes the stats recorded before it (a snapshot that reads the state first). On x86-64 these
-//! cost the same as `Relaxed`. The counter and the transition tallies are `Relaxed`: independent
-//! values, read for display and the trip decision only. Under a race between a success resetting
-//! the counter and a concurrent failure tripping the breaker, the counter may read lower than the
-//! failures it "should" hold; the state is always right.
+//! cost the same as `Relaxed`. The consecutive-failure counter's increment and loads are
+//! `SeqCst`: the registry's idle eviction reads it in a Dekker handshake with the record path
+//! (see `ToolHealthRegistry::touch`); its reset and the transition tallies are `Relaxed`. Under a
+//! race between a success resetting the counter and a concurrent failure tripping the breaker,
+//! the counter may read lower than the failures it "should" hold; the state is always right.
+//!
+//! # Model checking
+//!
+//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --release --lib loom_model` explores every
+//! interleaving of 2–3 threads over the word: one probe per episode, a trip counted once, a
+//! stale result never closing or re-opening a newer episode, a late success after lease expiry
+//! never closing, generations only growing, the oracle agreeing with the gate.
 
-#[cfg(tool_health_loom)]
-use loom::sync::atomic::{AtomicBool, AtomicU64};
 use std::fmt;
 use std::sync::atomic::Ordering;
 #[cfg(not(tool_health_loom))]

@@ -152,7 +152,7 @@ impl Transition {
         }
     }
 
-    /// Every edge of the state machine, in the order of [`Transition::pair_index`].
+    /// Every edge of the state machine, in a fixed order (the order of the per-edge tallies).
     pub const PAIRS: [(BreakerState, BreakerState); 4] = [
         (BreakerState::Closed, BreakerState::Open),
         (BreakerState::Open, BreakerState::HalfOpen),

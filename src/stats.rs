@@ -1,6 +1,6 @@
 //! Per-tool health statistics: counts, durations, the EWMA of success, score and status.
 //!
-//! One [`ToolStats`] per tool, every field an `AtomicU64`: recording a call never takes a lock
+//! One `ToolStats` per tool, every field an `AtomicU64`: recording a call never takes a lock
 //! and never allocates. The formulas are those of the behaviour reference:
 //!
 //! * `ewma_success` is fixed point with [`EWMA_SCALE`] = 1,000,000 meaning 1.0; a new tool starts

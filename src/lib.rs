@@ -41,6 +41,7 @@
 //! | [`router`] | [`HealthRouter`]: fallbacks |
 //! | [`layer`] | [`ToolHealthLayer`]: outcomes inferred from tool spans, the span-aware gate |
 //! | [`metrics`] | [`publish_metrics`]: OpenTelemetry instruments |
+//! | `otlp` (feature `otlp`) | `otlp::init`: one-call OTLP export of traces and metrics |
 //!
 //! # Interactions to know (properties, not bugs)
 //!
@@ -69,6 +70,8 @@ pub mod clock;
 pub mod gate;
 pub mod layer;
 pub mod metrics;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod registry;
 pub mod router;
 pub mod stats;

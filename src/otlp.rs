@@ -260,58 +260,47 @@ fn shutdown(
     timeout: Duration,
 ) -> Result<(), OtlpError> {
     let deadline = Instant::now() + timeout;
-    let (tx, rx) = mpsc::channel::<(&'static str, Result<(), String>)>();
-    let spawn = |name: &'static str, f: Box<dyn FnOnce() -> Result<(), String> + Send>| {
-        let tx = tx.clone();
-        std::thread::Builder::new()
-            .name(format!("tool-health-{name}-shutdown"))
-            .spawn(move || {
-                let _ = tx.send((name, f()));
-            })
-            .map_err(|e| (name, e.to_string()))
-    };
-    let mut pending = 0;
-    let mut errors = Vec::new();
-    let t = tracer.clone();
-    let m = meter.clone();
-    let jobs: [(&'static str, Box<dyn FnOnce() -> Result<(), String> + Send>); 2] = [
-        (
-            "traces",
-            Box::new(move || t.shutdown_with_timeout(timeout).map_err(|e| e.to_string())),
-        ),
-        (
-            "metrics",
-            Box::new(move || m.shutdown_with_timeout(timeout).map_err(|e| e.to_string())),
-        ),
-    ];
-    for (name, job) in jobs {
-        match spawn(name, job) {
-            Ok(_) => pending += 1,
-            Err(e) => errors.push(e),
-        }
-    }
-    drop(tx);
-    while pending > 0 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((name, Err(e))) => {
-                errors.push((name, e));
-                pending -= 1;
+    let (tx, rx) = mpsc::channel();
+    let (t, m) = (tracer.clone(), meter.clone());
+    let mut errors: Vec<String> = [
+        detached("traces", tx.clone(), move || {
+            t.shutdown_with_timeout(timeout)
+        }),
+        detached("metrics", tx, move || m.shutdown_with_timeout(timeout)),
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect();
+    // Every sender is now owned by a helper: the channel closes when both have reported.
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(result) => errors.extend(result.err()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(OtlpError::ShutdownTimedOut(timeout))
             }
-            Ok((_, Ok(()))) => pending -= 1,
-            Err(_) => return Err(OtlpError::ShutdownTimedOut(timeout)),
         }
     }
     if errors.is_empty() {
         Ok(())
     } else {
-        let msg = errors
-            .iter()
-            .map(|(name, e)| format!("{name}: {e}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(OtlpError::Shutdown(msg))
+        Err(OtlpError::Shutdown(errors.join("; ")))
     }
+}
+
+/// Runs `f` on a named helper thread that sends its result (prefixed by `signal`) to `tx`.
+fn detached(
+    signal: &'static str,
+    tx: mpsc::Sender<Result<(), String>>,
+    f: impl FnOnce() -> opentelemetry_sdk::error::OTelSdkResult + Send + 'static,
+) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(format!("tool-health-{signal}-shutdown"))
+        .spawn(move || {
+            let _ = tx.send(f().map_err(|e| format!("{signal}: {e}")));
+        })
+        .map(drop)
+        .map_err(|e| format!("{signal}: cannot spawn the shutdown thread: {e}"))
 }
 
 /// The exporters' transport crates are instrumented with `tracing`: never export their spans.

@@ -53,7 +53,7 @@ use opentelemetry::InstrumentationScope;
 use opentelemetry_otlp::{
     ExporterBuildError, MetricExporter, Protocol, SpanExporter, WithExportConfig,
 };
-use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -82,6 +82,7 @@ pub fn builder(service_name: &str) -> OtlpBuilder {
         service_name: service_name.to_owned(),
         registry: None,
         shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        metric_export_interval: None,
     }
 }
 
@@ -92,6 +93,7 @@ pub struct OtlpBuilder {
     service_name: String,
     registry: Option<Arc<ToolHealthRegistry>>,
     shutdown_timeout: Duration,
+    metric_export_interval: Option<Duration>,
 }
 
 impl OtlpBuilder {
@@ -105,6 +107,13 @@ impl OtlpBuilder {
     /// [`DEFAULT_SHUTDOWN_TIMEOUT`]).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How often metrics are exported (default: `OTEL_METRIC_EXPORT_INTERVAL`, else 60 s).
+    /// Set here, it wins over the environment.
+    pub fn metric_export_interval(mut self, interval: Duration) -> Self {
+        self.metric_export_interval = Some(interval);
         self
     }
 
@@ -154,9 +163,13 @@ impl OtlpBuilder {
             .with_resource(resource.clone())
             .with_batch_exporter(span_exporter)
             .build();
+        let mut reader = PeriodicReader::builder(metric_exporter);
+        if let Some(interval) = self.metric_export_interval {
+            reader = reader.with_interval(interval);
+        }
         let meter_provider = SdkMeterProvider::builder()
             .with_resource(resource)
-            .with_periodic_exporter(metric_exporter)
+            .with_reader(reader.build())
             .build();
 
         let registry = self.registry.unwrap_or_default();

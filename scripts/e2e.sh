@@ -9,6 +9,9 @@
 # demo at a closed port over both protocols: the demo must still finish, with the same
 # breaker behaviour, within a bounded time.
 #
+# It also exports over HTTPS with OTEL_EXPORTER_OTLP_HEADERS to a local TLS sink (a test CA
+# trusted through SSL_CERT_FILE): the way Honeycomb is reached without a collector.
+#
 # Every wait is bounded; Rotel is killed on exit. In CI (CI=true) a missing Rotel is a
 # failure; elsewhere the script says loudly that it skipped. Set ROTEL_AGENT=/path/to/rotel-agent
 # to use a binary you already have.
@@ -21,6 +24,8 @@ TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 WORK="$TARGET_DIR/e2e"
 mkdir -p "$WORK"
 ROTEL_PID=""
+SINK_PID=""
+PASSED=0
 
 say() { echo "e2e: $*"; }
 fail() {
@@ -37,7 +42,11 @@ stop_rotel() {
   fi
   ROTEL_PID=""
 }
-trap stop_rotel EXIT
+cleanup() {
+  stop_rotel
+  if [ -n "$SINK_PID" ]; then kill "$SINK_PID" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
 
 # --- Rotel -----------------------------------------------------------------------------------
 find_rotel() {
@@ -100,13 +109,15 @@ start_rotel() { # tag
 }
 
 # Runs the demo against an endpoint; prints how long it took (seconds).
-run_demo() { # tag endpoint protocol
+run_demo() { # tag endpoint protocol [headers]
   local out="$WORK/demo-$1.out" start end
   start=$(date +%s.%N)
   env -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT -u OTEL_EXPORTER_OTLP_METRICS_ENDPOINT \
     -u OTEL_EXPORTER_OTLP_TRACES_PROTOCOL -u OTEL_EXPORTER_OTLP_METRICS_PROTOCOL \
-    -u OTEL_EXPORTER_OTLP_HEADERS -u OTEL_SERVICE_NAME -u OTEL_SDK_DISABLED \
+    -u OTEL_EXPORTER_OTLP_TRACES_HEADERS -u OTEL_EXPORTER_OTLP_METRICS_HEADERS \
+    -u OTEL_SERVICE_NAME -u OTEL_SDK_DISABLED \
     OTEL_EXPORTER_OTLP_ENDPOINT="$2" OTEL_EXPORTER_OTLP_PROTOCOL="$3" \
+    OTEL_EXPORTER_OTLP_HEADERS="${4:-}" \
     OTEL_METRIC_EXPORT_INTERVAL=1000 OTEL_BSP_SCHEDULE_DELAY=500 \
     timeout 120 "$DEMO" --seconds "$RUN_SECONDS" >"$out" 2>&1 ||
     fail "the demo exited with $? ($1); its output:
@@ -145,7 +156,40 @@ for protocol in grpc http/protobuf; do
   stop_rotel
   python3 scripts/e2e_check.py "$ROTEL_LOG" || fail "$protocol: see $ROTEL_LOG"
   say "$protocol: ok (demo ran ${took} s)"
+  PASSED=$((PASSED + 1))
 done
+
+# --- HTTPS with a header, the way Honeycomb is reached without a collector -------------------
+# A test CA and a localhost certificate, trusted through SSL_CERT_FILE (the exporter uses the
+# platform's roots, which honour it); a TLS sink that logs each request's x-honeycomb-team.
+if ! command -v openssl >/dev/null; then
+  [ "${CI:-}" = "true" ] && fail "openssl is needed for the HTTPS case"
+  say "https: SKIPPED (no openssl)"
+else
+  tls="$WORK/tls"
+  rm -rf "$tls" && mkdir -p "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=tool-health e2e CA" \
+    -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+    -keyout "$tls/key.pem" -out "$tls/leaf.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tls/ext.cnf"
+  openssl x509 -req -days 1 -in "$tls/leaf.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+    -CAcreateserial -extfile "$tls/ext.cnf" -out "$tls/cert.pem" 2>/dev/null
+  python3 scripts/e2e_https_sink.py "$tls/cert.pem" "$tls/key.pem" "$tls/port" "$tls/sink.log" &
+  SINK_PID=$!
+  timeout 10 bash -c "until [ -s '$tls/port' ]; do sleep 0.1; done" || fail "the HTTPS sink did not start"
+  took=$(SSL_CERT_FILE="$tls/ca.pem" run_demo https "https://localhost:$(cat "$tls/port")" \
+    http/protobuf "x-honeycomb-team=e2e-key")
+  kill "$SINK_PID" 2>/dev/null || true
+  wait "$SINK_PID" 2>/dev/null || true
+  SINK_PID=""
+  for path in /v1/traces /v1/metrics; do
+    grep -q "^POST $path x-honeycomb-team=e2e-key bytes=[1-9]" "$tls/sink.log" ||
+      fail "https: no $path export with the x-honeycomb-team header: $(cat "$tls/sink.log")"
+  done
+  say "https + OTEL_EXPORTER_OTLP_HEADERS: ok (traces and metrics arrived over TLS with the header; demo ran ${took} s)"
+  PASSED=$((PASSED + 1))
+fi
 
 # --- Collector down: a closed port, both protocols -------------------------------------------
 read -r closed _ < <(free_ports)
@@ -157,6 +201,7 @@ for protocol in grpc http/protobuf; do
   python3 -c "import sys; sys.exit(0 if $took < $limit else 1)" ||
     fail "$protocol with the collector down: the demo took ${took} s (limit ${limit} s)"
   say "$protocol, collector down: ok — ran to completion in ${took} s for a ${RUN_SECONDS} s run ($(grep -Eo '^warning: .{0,60}' "$WORK/demo-$tag.out" | head -1 || true))"
+  PASSED=$((PASSED + 1))
 done
 
-echo "e2e: 4 passed, 0 failed"
+echo "e2e: $PASSED passed, 0 failed"

@@ -51,17 +51,20 @@ struct Harness {
 impl Harness {
     fn new(max_tools: usize) -> Self {
         let clock = ManualClock::new();
-        let registry = Arc::new(
-            ToolHealthRegistry::builder()
-                .config(CircuitBreakerConfig {
-                    failure_threshold: 2,
-                    recovery_duration: Duration::from_secs(10),
-                    probe_timeout: Duration::from_secs(5),
-                })
-                .clock(clock.clone())
-                .max_tools(max_tools)
-                .build(),
-        );
+        let registry = ToolHealthRegistry::builder()
+            .config(CircuitBreakerConfig {
+                failure_threshold: 2,
+                recovery_duration: Duration::from_secs(10),
+                probe_timeout: Duration::from_secs(5),
+            })
+            .clock(clock.clone())
+            .max_tools(max_tools)
+            .build();
+        Self::publishing(Arc::new(registry), clock)
+    }
+
+    /// Publishes `registry` on a fresh meter provider with an in-memory exporter.
+    fn publishing(registry: Arc<ToolHealthRegistry>, clock: ManualClock) -> Self {
         let exporter = InMemoryMetricExporter::default();
         let reader = PeriodicReader::builder(exporter.clone())
             .with_interval(Duration::from_secs(3600))
@@ -550,23 +553,11 @@ fn callbacks_hold_the_registry_weakly() {
 #[test]
 fn the_histogram_counts_calls_from_publishing_on_counters_the_whole_history() {
     let clock = ManualClock::new();
-    let registry = Arc::new(ToolHealthRegistry::builder().clock(clock).build());
+    let registry = Arc::new(ToolHealthRegistry::builder().clock(clock.clone()).build());
     registry.record_success("search", ms(10)); // before publishing
 
-    let exporter = InMemoryMetricExporter::default();
-    let reader = PeriodicReader::builder(exporter.clone())
-        .with_interval(Duration::from_secs(3600))
-        .build();
-    let provider = SdkMeterProvider::builder().with_reader(reader).build();
-    publish_metrics(&registry, &provider.meter("t"));
-    registry.record_success("search", ms(10));
-
-    let h = Harness {
-        clock: ManualClock::new(),
-        registry,
-        provider,
-        exporter,
-    };
+    let h = Harness::publishing(registry, clock);
+    h.registry.record_success("search", ms(10));
     let points = h.collect();
     let calls = find(&points, CALLS, &[("tool_health.outcome", "success")]);
     assert_eq!(calls.value, 2.0, "counters read the registry's atomics");

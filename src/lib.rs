@@ -43,6 +43,7 @@
 //! | [`control`] | [`ToolControl`]: force open, force closed, shadow mode |
 //! | [`layer`] | [`ToolHealthLayer`]: outcomes inferred from tool spans, the span-aware gate |
 //! | [`metrics`] | [`publish_metrics`]: OpenTelemetry instruments |
+//! | `otlp` (feature `otlp`) | `otlp::init`: one-call OTLP export of traces and metrics |
 //!
 //! # Interactions to know (properties, not bugs)
 //!
@@ -74,6 +75,8 @@ pub mod control;
 pub mod gate;
 pub mod layer;
 pub mod metrics;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod policy;
 pub mod registry;
 pub mod router;

@@ -1,10 +1,310 @@
-//! OpenTelemetry metrics (work in progress).
+//! Publishing health as OpenTelemetry metrics.
+//!
+//! [`publish_metrics`] registers five instruments on a [`Meter`]; every series carries
+//! `gen_ai.tool.name`:
+//!
+//! | name | instrument | unit | other attributes |
+//! |---|---|---|---|
+//! | `tool_health.score` | observable gauge (f64) | `1` | — |
+//! | `tool_health.breaker.state` | observable gauge (i64) | `1` | `tool_health.breaker.state` = `closed` / `open` / `half_open`: 1 for the current state, 0 for the others |
+//! | `tool_health.calls` | observable counter (u64) | `{call}` | `tool_health.outcome` = `success` / `failure` / `refused` |
+//! | `tool_health.breaker.transitions` | observable counter (u64) | `{transition}` | `tool_health.breaker.from`, `tool_health.breaker.to` |
+//! | `gen_ai.execute_tool.duration` | histogram (f64) | `s` | `error.type` on failed calls only; [`DURATION_BOUNDARIES`] |
+//!
+//! ```
+//! use std::sync::Arc;
+//! use opentelemetry::metrics::MeterProvider as _;
+//! use opentelemetry_sdk::metrics::SdkMeterProvider;
+//! use tool_health::{publish_metrics, ToolHealthRegistry};
+//!
+//! let registry = Arc::new(ToolHealthRegistry::new());
+//! let provider = SdkMeterProvider::builder().build(); // add your OTLP reader here
+//! publish_metrics(&registry, &provider.meter("tool-health"));
+//! ```
+//!
+//! # Cost
+//!
+//! * **Gauges and counters are observable**: their callbacks read the registry's atomics when
+//!   the SDK collects (every export interval), so they add nothing to the gate or record paths.
+//!   The callbacks hold a [`Weak`] reference: once the registry is dropped they observe nothing.
+//!   They take no lock (the registry's map is lock-free), never block and never panic.
+//! * **The duration histogram is synchronous**: `publish_metrics` adds a
+//!   [`HealthObserver`] to the registry, and every finished call is
+//!   recorded once. The tool name attribute is built once per tool (an `Arc<str>` cached in a
+//!   lock-free map bounded by the registry's cap) and borrowed afterwards, so a successful call
+//!   allocates nothing here; a failed call allocates its `error.type` value.
+//! * **Without `publish_metrics` nothing is paid**: the registry has no observer and its hot
+//!   path does one relaxed load to find that out.
+//!
+//! # What is counted
+//!
+//! * `tool_health.calls` counts successes and failures (the calls that feed the breaker) and
+//!   refusals (calls the gate turned away). Calls recorded as
+//!   [`CallOutcome::Ignored`] (the caller's fault) are not counted there;
+//!   they appear in the duration histogram with their `error.type`.
+//! * `gen_ai.execute_tool.duration` records every call that reached the tool — successes,
+//!   failures and ignored calls, not refusals (they did not run). A call that failed carries
+//!   `error.type`: the value the tracing layer read from the span, or `_OTHER` when none was
+//!   given (the semantic conventions' fallback).
+//! * `tool_health.breaker.state` is expiry-aware: a half-open breaker whose probe lease ran out
+//!   reads `open`, exactly like [`ToolHealthRegistry::breaker_state`].
+//! * Every tracked tool reports every series (zeros included: all three states, outcomes and
+//!   the four state-machine edges), so series never appear mid-run and rate queries see their
+//!   first increase.
+//!
+//! # Overflow
+//!
+//! Tools past the registry's cap ([`RegistryBuilder::max_tools`](crate::RegistryBuilder::max_tools))
+//! are not tracked individually: they appear as one overflow series per instrument and
+//! outcome, with `otel.metric.overflow = true` and `gen_ai.tool.name = "_OTHER"`, never as new
+//! series. They have no breaker, so they appear only in `tool_health.calls` (success and
+//! failure) and in the duration histogram.
+//!
+//! Mind the SDK's own cardinality limit (2000 series per instrument by default): with all
+//! series reported, `tool_health.breaker.transitions` has four per tool, so more than about 500
+//! tracked tools need a higher limit (an SDK view) or a lower registry cap.
 
-use std::sync::Arc;
+use std::fmt;
+use std::slice;
+use std::sync::{Arc, Weak};
 
-use crate::registry::ToolHealthRegistry;
+use opentelemetry::metrics::{AsyncInstrument, Histogram, Meter};
+use opentelemetry::{Key, KeyValue, Value};
 
-/// Registers the tool-health instruments on `meter`.
-pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &opentelemetry::metrics::Meter) {
-    let _ = (registry, meter);
+use crate::breaker::{BreakerState, Transition};
+use crate::gate::CallOutcome;
+use crate::registry::{CallEvent, HealthObserver, ToolHealthRegistry};
+
+/// `tool_health.score`: the health score in `[0, 1]`.
+pub const SCORE: &str = "tool_health.score";
+/// `tool_health.breaker.state`: 1 for the breaker's current state, 0 for the others.
+pub const BREAKER_STATE: &str = "tool_health.breaker.state";
+/// `tool_health.calls`: calls by outcome.
+pub const CALLS: &str = "tool_health.calls";
+/// `tool_health.breaker.transitions`: breaker state changes by edge.
+pub const TRANSITIONS: &str = "tool_health.breaker.transitions";
+/// `gen_ai.execute_tool.duration`: how long each tool call took, in seconds.
+pub const DURATION: &str = "gen_ai.execute_tool.duration";
+
+/// The explicit bucket boundaries of [`DURATION`], in seconds: the ones the OpenTelemetry GenAI
+/// semantic conventions advise for operation durations.
+pub const DURATION_BOUNDARIES: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+
+/// The `gen_ai.tool.name` of the overflow series (tools past the registry's cap).
+pub const OVERFLOW_TOOL_NAME: &str = "_OTHER";
+
+const TOOL_NAME: &str = "gen_ai.tool.name";
+const OUTCOME: &str = "tool_health.outcome";
+const FROM: &str = "tool_health.breaker.from";
+const TO: &str = "tool_health.breaker.to";
+const ERROR_TYPE: &str = "error.type";
+const OVERFLOW: &str = "otel.metric.overflow";
+/// `error.type` of a failed call that did not say why (the semantic conventions' fallback).
+const OTHER_ERROR: &str = "_OTHER";
+
+/// The outcomes `tool_health.calls` reports, in order.
+const CALL_OUTCOMES: [CallOutcome; 3] = [
+    CallOutcome::Success,
+    CallOutcome::Failure,
+    CallOutcome::Refused,
+];
+
+/// Registers the tool-health instruments on `meter` (see the [module docs](self)).
+///
+/// Gauges and counters read `registry` when the SDK collects, through a weak reference; the
+/// duration histogram is recorded on every call from now on. Call it once per meter: a second
+/// call on the same meter registers the callbacks again and the SDK reports the sum.
+pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
+    let names = Arc::new(ToolNames::default());
+
+    meter
+        .f64_observable_gauge(SCORE)
+        .with_unit("1")
+        .with_description("Tool health score: 0.3 × success rate + 0.7 × EWMA of success")
+        .with_callback(observe(registry, &names, |reg, names, obs| {
+            reg.for_each_tool(|tool, view| {
+                names.with(tool, |name| {
+                    obs.observe(view.stats.score(), slice::from_ref(name));
+                });
+            });
+        }))
+        .build();
+
+    meter
+        .i64_observable_gauge(BREAKER_STATE)
+        .with_unit("1")
+        .with_description("Circuit breaker state: 1 for the current state, 0 for the others")
+        .with_callback(observe(registry, &names, |reg, names, obs| {
+            reg.for_each_tool(|tool, view| {
+                names.with(tool, |name| {
+                    for state in BreakerState::ALL {
+                        let attrs = [name.clone(), KeyValue::new(BREAKER_STATE, state.as_str())];
+                        obs.observe(i64::from(state == view.state), &attrs);
+                    }
+                });
+            });
+        }))
+        .build();
+
+    meter
+        .u64_observable_counter(CALLS)
+        .with_unit("{call}")
+        .with_description("Tool calls by outcome: success, failure, refused (by the breaker)")
+        .with_callback(observe(registry, &names, |reg, names, obs| {
+            reg.for_each_tool(|tool, view| {
+                names.with(tool, |name| {
+                    for outcome in CALL_OUTCOMES {
+                        let count = match outcome {
+                            CallOutcome::Success => view.stats.success,
+                            CallOutcome::Failure => view.stats.failure,
+                            _ => view.stats.refused,
+                        };
+                        obs.observe(count, &[name.clone(), outcome_attr(outcome)]);
+                    }
+                });
+            });
+            let overflow = reg.overflow();
+            if overflow.records > 0 {
+                for (outcome, count) in [
+                    (CallOutcome::Success, overflow.success_count),
+                    (CallOutcome::Failure, overflow.failure_count),
+                ] {
+                    let [a, b] = overflow_attrs();
+                    obs.observe(count, &[a, b, outcome_attr(outcome)]);
+                }
+            }
+        }))
+        .build();
+
+    meter
+        .u64_observable_counter(TRANSITIONS)
+        .with_unit("{transition}")
+        .with_description("Circuit breaker state changes, by edge")
+        .with_callback(observe(registry, &names, |reg, names, obs| {
+            reg.for_each_tool(|tool, view| {
+                names.with(tool, |name| {
+                    for (count, (from, to)) in view.transitions.iter().zip(Transition::PAIRS) {
+                        let attrs = [
+                            name.clone(),
+                            KeyValue::new(FROM, from.as_str()),
+                            KeyValue::new(TO, to.as_str()),
+                        ];
+                        obs.observe(*count, &attrs);
+                    }
+                });
+            });
+        }))
+        .build();
+
+    let histogram = meter
+        .f64_histogram(DURATION)
+        .with_unit("s")
+        .with_description("Duration of tool executions")
+        .with_boundaries(DURATION_BOUNDARIES.to_vec())
+        .build();
+    registry.add_observer(Arc::new(DurationRecorder { histogram, names }));
+}
+
+/// Wraps a collection callback: upgrade the weak registry (observe nothing once it is gone),
+/// then run `f`.
+fn observe<T>(
+    registry: &Arc<ToolHealthRegistry>,
+    names: &Arc<ToolNames>,
+    f: impl Fn(&ToolHealthRegistry, &ToolNames, &dyn AsyncInstrument<T>) + Send + Sync + 'static,
+) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static {
+    let registry: Weak<ToolHealthRegistry> = Arc::downgrade(registry);
+    let names = Arc::clone(names);
+    move |obs| {
+        if let Some(reg) = registry.upgrade() {
+            f(&reg, &names, obs);
+        }
+    }
+}
+
+fn outcome_attr(outcome: CallOutcome) -> KeyValue {
+    KeyValue::new(OUTCOME, outcome.as_str())
+}
+
+fn overflow_attrs() -> [KeyValue; 2] {
+    [
+        KeyValue::new(TOOL_NAME, OVERFLOW_TOOL_NAME),
+        KeyValue::new(OVERFLOW, true),
+    ]
+}
+
+/// The `gen_ai.tool.name` attribute of each tracked tool, built once.
+///
+/// Only tracked tools are inserted (the registry's callers and observers hand us names of
+/// tracked tools only; overflow uses a static name), and tracked tools are never removed, so
+/// the map is bounded by the registry's cap. Lock-free: a lookup pins an epoch, no lock.
+#[derive(Default)]
+struct ToolNames {
+    map: papaya::HashMap<Box<str>, KeyValue, foldhash::fast::RandomState>,
+}
+
+impl fmt::Debug for ToolNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolNames")
+            .field("tools", &self.map.len())
+            .finish()
+    }
+}
+
+impl ToolNames {
+    /// Runs `f` with the tool's name attribute, building it on first sight.
+    #[inline]
+    fn with<R>(&self, tool: &str, f: impl FnOnce(&KeyValue) -> R) -> R {
+        let map = self.map.pin();
+        if let Some(kv) = map.get(tool) {
+            return f(kv);
+        }
+        let kv = KeyValue::new(
+            Key::from_static_str(TOOL_NAME),
+            Value::from(Arc::<str>::from(tool)),
+        );
+        f(map.get_or_insert(tool.into(), kv))
+    }
+}
+
+/// The registry observer that records `gen_ai.execute_tool.duration`.
+#[derive(Debug)]
+struct DurationRecorder {
+    histogram: Histogram<f64>,
+    names: Arc<ToolNames>,
+}
+
+impl HealthObserver for DurationRecorder {
+    fn on_call(&self, event: &CallEvent<'_>) {
+        let failed = match event.outcome {
+            CallOutcome::Success => false,
+            CallOutcome::Failure | CallOutcome::Ignored => true,
+            _ => return, // refused: the tool did not run
+        };
+        let seconds = event.duration.as_secs_f64();
+        let error = || {
+            let value = match event.error_type {
+                Some(e) => Value::from(e.to_owned()),
+                None => Value::from(OTHER_ERROR),
+            };
+            KeyValue::new(ERROR_TYPE, value)
+        };
+        if event.overflow {
+            let [a, b] = overflow_attrs();
+            if failed {
+                self.histogram.record(seconds, &[a, b, error()]);
+            } else {
+                self.histogram.record(seconds, &[a, b]);
+            }
+            return;
+        }
+        self.names.with(event.tool, |name| {
+            if failed {
+                self.histogram.record(seconds, &[name.clone(), error()]);
+            } else {
+                self.histogram.record(seconds, slice::from_ref(name));
+            }
+        });
+    }
 }

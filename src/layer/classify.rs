@@ -162,11 +162,13 @@ impl OutcomeClassifier for DefaultClassifier {
         if self.strict && !facts.completed {
             return None;
         }
-        let failed = facts.error_type.is_some() || facts.status_error || facts.error_event;
+        // An empty error.type is no error type (a completion marker at most).
+        let error_type = facts.error_type.filter(|t| !t.is_empty());
+        let failed = error_type.is_some() || facts.status_error || facts.error_event;
         if !failed {
             return Some(CallOutcome::Success);
         }
-        if facts.error_type.is_some_and(|t| self.is_caller_error(t)) {
+        if error_type.is_some_and(|t| self.is_caller_error(t)) {
             Some(CallOutcome::Ignored)
         } else {
             Some(CallOutcome::Failure)

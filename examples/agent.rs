@@ -177,6 +177,57 @@ struct Tally {
     calls: AtomicU64,
     refused: AtomicU64,
     rerouted: AtomicU64,
+    gate: GateLatency,
+}
+
+/// How long the gate takes, as the agent loop sees it: a log2 histogram of nanoseconds, so
+/// the e2e can check that an exporter outage does not slow the agents down.
+#[derive(Debug)]
+struct GateLatency {
+    /// `buckets[i]` counts gates that took less than 2^i ns.
+    buckets: [AtomicU64; 40],
+    max_ns: AtomicU64,
+}
+
+impl Default for GateLatency {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            max_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl GateLatency {
+    fn record(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let i = (64 - ns.leading_zeros() as usize).min(self.buckets.len() - 1);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// The upper bound (ns) of the bucket holding quantile `q`.
+    fn quantile(&self, q: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let target = (q * total as f64).ceil() as u64;
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= target.max(1) {
+                return 1 << i;
+            }
+        }
+        self.max_ns.load(Ordering::Relaxed)
+    }
+
+    fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
 }
 
 /// One tool call the GenAI way: an `execute_tool` span, the gate inside it, the tool, and
@@ -205,7 +256,10 @@ fn execute_tool(
 
     // The gate, inside the span: the layer binds the decision (allowed / probe / refused) to
     // it and annotates it; a refused span is recorded as a refusal, not a failure.
-    if !registry.allow_request(tool.name) {
+    let gate_started = Instant::now();
+    let allowed = registry.allow_request(tool.name);
+    tally.gate.record(gate_started.elapsed());
+    if !allowed {
         tally.refused.fetch_add(1, Ordering::Relaxed);
         return Err(REFUSAL_MESSAGE.to_owned()); // soft: the model reads it and moves on
     }
@@ -425,8 +479,36 @@ fn main() -> ExitCode {
                 .spawn(move || agent(id, registry, router, tally, start, run_for))
         })
         .collect();
+    // An operator isolates weather_api for a while mid-run (an incident elsewhere, say): every
+    // call is refused softly until the isolation lapses on its own.
+    let operator = {
+        let registry = Arc::clone(&registry);
+        thread::Builder::new()
+            .name("operator".to_owned())
+            .spawn(move || {
+                thread::sleep(run_for.mul_f64(0.4));
+                let isolate_for = run_for.mul_f64(0.15);
+                registry.force_open_for("weather_api", isolate_for);
+                println!(
+                    "{:>7.2}s  ⊘ {:<17} operator: force open for {:.1} s (isolated; refused softly)",
+                    registry.now().as_secs_f64(),
+                    "weather_api",
+                    isolate_for.as_secs_f64()
+                );
+                thread::sleep(isolate_for);
+                println!(
+                    "{:>7.2}s  ⊙ {:<17} operator: isolation lapsed, the breaker decides again",
+                    registry.now().as_secs_f64(),
+                    "weather_api"
+                );
+                registry.release_control("weather_api");
+            })
+    };
     for handle in agents.into_iter().flatten() {
         let _ = handle.join();
+    }
+    if let Ok(operator) = operator {
+        let _ = operator.join();
     }
     let ran = start.elapsed();
 
@@ -440,6 +522,13 @@ fn main() -> ExitCode {
         ran.as_secs_f64(),
         tally.refused.load(Ordering::Relaxed),
         tally.rerouted.load(Ordering::Relaxed),
+    );
+    println!(
+        "gate latency over {} calls: p50 < {} ns, p99 < {} ns, max {} ns",
+        tally.gate.count(),
+        tally.gate.quantile(0.50),
+        tally.gate.quantile(0.99),
+        tally.gate.max_ns.load(Ordering::Relaxed),
     );
 
     if let (Some(guard), Some(endpoint)) = (telemetry, endpoint) {

@@ -93,8 +93,8 @@ wait_for_port() { # port, seconds
   timeout "$2" bash -c "until (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null; do sleep 0.1; done"
 }
 
-start_rotel() { # tag
-  read -r GRPC_PORT HTTP_PORT < <(free_ports)
+start_rotel() { # tag [grpc-port http-port]
+  if [ $# -ge 3 ]; then GRPC_PORT=$2 HTTP_PORT=$3; else read -r GRPC_PORT HTTP_PORT < <(free_ports); fi
   ROTEL_LOG="$WORK/rotel-$1.log"
   NO_COLOR=1 "$ROTEL" start \
     --otlp-grpc-endpoint "127.0.0.1:$GRPC_PORT" \
@@ -203,5 +203,73 @@ for protocol in grpc http/protobuf; do
   say "$protocol, collector down: ok — ran to completion in ${took} s for a ${RUN_SECONDS} s run ($(grep -Eo '^warning: .{0,60}' "$WORK/demo-$tag.out" | head -1 || true))"
   PASSED=$((PASSED + 1))
 done
+
+# --- Faults: the collector killed and restarted mid-run; a black-hole exporter -----------------
+# The agent loop must not notice: the demo finishes in bounded time, its gate latency stays
+# that of an in-process call (checked against the healthy gRPC run's p99), and metrics resume
+# on the restarted collector.
+gate_p99() { grep -Eo 'p99 < [0-9]+ ns' "$WORK/demo-$1.out" | sed -E 's/p99 < ([0-9]+) ns/\1/' | head -1 || echo 0; }
+baseline=$(gate_p99 grpc)
+[ "$baseline" -gt 0 ] || fail "the healthy run printed no gate latency"
+check_gate_latency() { # tag
+  local p99
+  p99=$(gate_p99 "$1")
+  [ "$p99" -gt 0 ] || fail "$1: no gate latency line"
+  # Same log2 bucket as the healthy run, or the next two up (2 cores, shared with the exporter).
+  [ "$p99" -le $((baseline * 4)) ] ||
+    fail "$1: gate p99 < $p99 ns against $baseline ns in the healthy run: the outage slowed the agents"
+}
+
+FAULT_SECONDS=8
+start_rotel fault-a
+fault_grpc=$GRPC_PORT fault_http=$HTTP_PORT
+say "fault: demo → rotel on 127.0.0.1:$fault_grpc; the collector dies at 2 s and is back at 4 s"
+fault_out="$WORK/demo-fault.out"
+start=$(date +%s.%N)
+OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$fault_grpc" OTEL_EXPORTER_OTLP_PROTOCOL=grpc \
+  OTEL_METRIC_EXPORT_INTERVAL=1000 OTEL_BSP_SCHEDULE_DELAY=500 \
+  timeout 120 "$DEMO" --seconds "$FAULT_SECONDS" >"$fault_out" 2>&1 &
+demo_pid=$!
+sleep 2
+stop_rotel
+sleep 2
+start_rotel fault-b "$fault_grpc" "$fault_http"
+wait "$demo_pid" || fail "the demo exited with $? while the collector restarted: $(tail -5 "$fault_out")"
+took=$(python3 -c "print(f'{$(date +%s.%N) - $start:.2f}')")
+check_demo_output fault
+check_gate_latency fault
+python3 -c "import sys; sys.exit(0 if $took < $FAULT_SECONDS + 10 else 1)" ||
+  fail "fault: the demo took ${took} s for an ${FAULT_SECONDS} s run"
+timeout 20 bash -c "until grep -q 'tool_health.score' '$ROTEL_LOG'; do sleep 0.5; done" ||
+  fail "fault: no metrics reached the restarted collector: $(tail -5 "$ROTEL_LOG")"
+stop_rotel
+say "collector killed and restarted: ok — demo ran ${took} s, gate p99 < $(gate_p99 fault) ns (healthy run: < $baseline ns), metrics resumed on the new collector"
+PASSED=$((PASSED + 1))
+
+# A slow exporter: a port that accepts connections and never answers.
+read -r hole _ < <(free_ports)
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+held = []
+s.settimeout(0.5)
+end = time.time() + 60
+while time.time() < end:
+    try: held.append(s.accept()[0])
+    except socket.timeout: pass
+' "$hole" &
+SINK_PID=$!
+wait_for_port "$hole" 10 || fail "the black-hole sink did not listen"
+took=$(run_demo slow "http://127.0.0.1:$hole" grpc)
+kill "$SINK_PID" 2>/dev/null || true
+wait "$SINK_PID" 2>/dev/null || true
+SINK_PID=""
+check_demo_output slow
+check_gate_latency slow
+python3 -c "import sys; sys.exit(0 if $took < $limit else 1)" ||
+  fail "slow exporter: the demo took ${took} s (limit ${limit} s)"
+say "slow exporter (accepts, never answers): ok — demo ran ${took} s, gate p99 < $(gate_p99 slow) ns"
+PASSED=$((PASSED + 1))
 
 echo "e2e: $PASSED passed, 0 failed"

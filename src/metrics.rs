@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | `tool_health.score` | observable gauge (f64) | `1` | — |
 //! | `tool_health.breaker.state` | observable gauge (i64) | `1` | `tool_health.breaker.state` = `closed` / `open` / `half_open`: 1 for the current state, 0 for the others |
-//! | `tool_health.calls` | observable counter (u64) | `{call}` | `tool_health.outcome` = `success` / `failure` / `refused` |
+//! | `tool_health.calls` | observable counter (u64) | `{call}` | `tool_health.outcome` = `success` / `failure` / `refused`; shadow-mode refusals as `refused` with `enforced = false` |
 //! | `tool_health.breaker.transitions` | observable counter (u64) | `{transition}` | `tool_health.breaker.from`, `tool_health.breaker.to` |
 //! | `gen_ai.execute_tool.duration` | histogram (f64) | `s` | `error.type` on failed calls only; [`DURATION_BOUNDARIES`] |
 //!
@@ -97,6 +97,8 @@ pub const OVERFLOW_TOOL_NAME: &str = "_OTHER";
 
 const TOOL_NAME: &str = "gen_ai.tool.name";
 const OUTCOME: &str = "tool_health.outcome";
+/// `false` on the `tool_health.calls` series of refusals shadow mode did not enforce.
+const ENFORCED: &str = "enforced";
 const FROM: &str = "tool_health.breaker.from";
 const TO: &str = "tool_health.breaker.to";
 const ERROR_TYPE: &str = "error.type";
@@ -162,6 +164,18 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                             _ => view.stats.refused,
                         };
                         obs.observe(count, &[name.clone(), outcome_attr(outcome)]);
+                    }
+                    // Shadow mode: refusals decided but not enforced, a series of their own
+                    // (only once there are any, so tools never shadowed add no series).
+                    if view.stats.shadow_refused > 0 {
+                        obs.observe(
+                            view.stats.shadow_refused,
+                            &[
+                                name.clone(),
+                                outcome_attr(CallOutcome::Refused),
+                                KeyValue::new(ENFORCED, false),
+                            ],
+                        );
                     }
                 });
             });

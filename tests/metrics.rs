@@ -659,3 +659,47 @@ fn collecting_while_threads_record_is_consistent_and_never_panics() {
         "every recorded call is in both, overflow included"
     );
 }
+
+#[test]
+fn shadow_mode_refusals_have_their_own_series_with_enforced_false() {
+    let h = Harness::new(100);
+    h.registry.record_failure("sql", ms(10));
+    h.registry.record_failure("sql", ms(10));
+    h.registry.record_failure("sql", ms(10)); // trips
+    assert!(!h.registry.allow_request("sql")); // enforced refusal
+    h.registry.set_shadow("sql", true);
+    assert!(h.registry.allow_request("sql")); // would-be refusals, let through
+    assert!(h.registry.allow_request("sql"));
+    let points = h.collect();
+    let shadow = find(
+        &points,
+        CALLS,
+        &[
+            ("gen_ai.tool.name", "sql"),
+            ("tool_health.outcome", "refused"),
+            ("enforced", "false"),
+        ],
+    );
+    assert_eq!(shadow.value, 2.0);
+    let refused: Vec<_> = of(&points, CALLS)
+        .into_iter()
+        .filter(|p| {
+            p.attrs
+                .iter()
+                .any(|(k, v)| k == "tool_health.outcome" && v == "refused")
+        })
+        .collect();
+    assert_eq!(
+        refused.len(),
+        2,
+        "the enforced series and the shadow series"
+    );
+    // A tool never shadowed has no such series.
+    h.registry.record_success("web", ms(1));
+    let points = h.collect();
+    assert!(of(&points, CALLS).iter().all(|p| !p
+        .attrs
+        .iter()
+        .any(|(k, v)| k == "gen_ai.tool.name" && v == "web")
+        || !p.attrs.iter().any(|(k, _)| k == "enforced")));
+}

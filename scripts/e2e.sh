@@ -215,8 +215,9 @@ check_gate_latency() { # tag
   local p99
   p99=$(gate_p99 "$1")
   [ "$p99" -gt 0 ] || fail "$1: no gate latency line"
-  # Same log2 bucket as the healthy run, or the next two up (2 cores, shared with the exporter).
-  [ "$p99" -le $((baseline * 4)) ] ||
+  # Within four log2 buckets of the healthy run: a debug build on 2 busy cores is noisy, and a
+  # gate that waited on the exporter would take milliseconds to seconds, far past this.
+  [ "$p99" -le $((baseline * 16)) ] ||
     fail "$1: gate p99 < $p99 ns against $baseline ns in the healthy run: the outage slowed the agents"
 }
 

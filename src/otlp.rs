@@ -39,7 +39,7 @@
 //! exporter the SDK cannot build; a global subscriber already installed by someone else.
 //!
 //! To compose your own subscriber instead (another layer, a filter), see the wiring in
-//! `docs/otel.md`: it is a few lines, and this module is those lines.
+//! the README ("See it in Jaeger / Honeycomb"): it is a few lines, and this module is those lines.
 
 use std::error::Error;
 use std::fmt;

@@ -38,6 +38,7 @@
 //! | [`breaker`] | the breaker word, its pure transition function, [`BreakerState`] |
 //! | [`gate`] | [`GateDecision`], [`Permit`], [`CallOutcome`], [`REFUSAL_MESSAGE`] |
 //! | [`registry`] | [`ToolHealthRegistry`]: names → entries, gate and record by name, reads |
+//! | [`handle`] | [`ToolHandle`]: gate and record on a pre-resolved tool |
 //! | [`router`] | [`HealthRouter`]: fallbacks |
 //! | [`layer`] | [`ToolHealthLayer`]: outcomes inferred from tool spans, the span-aware gate |
 //! | [`metrics`] | [`publish_metrics`]: OpenTelemetry instruments |
@@ -67,6 +68,7 @@
 pub mod breaker;
 pub mod clock;
 pub mod gate;
+pub mod handle;
 pub mod layer;
 pub mod metrics;
 pub mod registry;
@@ -76,6 +78,7 @@ pub mod stats;
 pub use breaker::{BreakerState, Transition, TransitionReason};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use gate::{CallOutcome, GateDecision, Permit, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
+pub use handle::ToolHandle;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
 pub use registry::{

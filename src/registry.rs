@@ -396,16 +396,6 @@ impl ToolHealthRegistry {
         map.get(tool).map(|e| f(e))
     }
 
-    /// Runs `f` on the tool's entry, creating it on first sight; `None` past the cap.
-    #[inline]
-    fn with_entry_or_insert<R>(&self, tool: &str, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let map = self.map.pin();
-        if let Some(e) = map.get(tool) {
-            return Some(f(e));
-        }
-        self.insert_slow(tool).map(|e| f(&e))
-    }
-
     #[cold]
     fn insert_slow(&self, tool: &str) -> Option<Arc<Entry>> {
         let _guard = self
@@ -427,6 +417,23 @@ impl ToolHealthRegistry {
         map.insert(tool.into(), Arc::clone(&entry));
         self.tracked.fetch_add(1, Ordering::Relaxed);
         Some(entry)
+    }
+
+    /// A pre-resolved handle on `tool`: the gate and the record paths without the name lookup
+    /// (see [`ToolHandle`](crate::ToolHandle)). Creates the tool's entry if it does not exist
+    /// yet, exactly as its first record would, so the tool is tracked from now on (and listed
+    /// by [`health_summary`](Self::health_summary)). `None` when the tool is new and the registry
+    /// is at its cap ([`max_tools`](Self::max_tools)): call by name then, which counts the
+    /// calls in [`overflow`](Self::overflow).
+    ///
+    /// Takes the registry's `Arc` because the handle keeps the registry alive (its clock and
+    /// observers); share the registry behind an `Arc` to use handles.
+    pub fn handle(self: &Arc<Self>, tool: &str) -> Option<crate::ToolHandle> {
+        let entry = match self.map.pin().get(tool) {
+            Some(e) => Arc::clone(e),
+            None => self.insert_slow(tool)?,
+        };
+        Some(crate::ToolHandle::new(Arc::clone(self), entry))
     }
 
     // ------------------------------------------------------------------------------------
@@ -459,16 +466,23 @@ impl ToolHealthRegistry {
 
     /// The gate, never bound to a span.
     pub fn check_detached(&self, tool: &str) -> GateDecision {
-        let applied = self.with_entry(tool, |e| {
-            let applied = e.breaker.acquire(|| self.now_ticks());
-            if matches!(applied.verdict, Verdict::Refused { .. }) {
-                e.stats.record_refused();
+        let map = self.map.pin();
+        self.check_on_entry(tool, map.get(tool).map(|e| &**e))
+    }
+
+    /// The gate on a resolved entry (`None`: an untracked tool, always allowed): the one
+    /// implementation behind the by-name gate and [`ToolHandle`](crate::ToolHandle).
+    #[inline]
+    pub(crate) fn check_on_entry(&self, tool: &str, entry: Option<&Entry>) -> GateDecision {
+        let verdict = match entry {
+            Some(e) => {
+                let applied = e.breaker.acquire(|| self.now_ticks());
+                if matches!(applied.verdict, Verdict::Refused { .. }) {
+                    e.stats.record_refused();
+                }
+                self.notify_transitions(tool, &applied);
+                applied.verdict
             }
-            self.notify_transitions(tool, &applied);
-            applied
-        });
-        let verdict = match applied {
-            Some(a) => a.verdict,
             None => Verdict::Allowed { generation: 0 },
         };
         match verdict {
@@ -500,8 +514,14 @@ impl ToolHealthRegistry {
     /// The pure availability oracle: exactly what [`allow_request`](Self::allow_request) would
     /// answer at this instant, without consuming the probe or creating anything.
     pub fn is_tool_available(&self, tool: &str) -> bool {
-        self.with_entry(tool, |e| e.breaker.would_allow(|| self.now_ticks()))
+        self.with_entry(tool, |e| self.available_on_entry(e))
             .unwrap_or(true)
+    }
+
+    /// [`is_tool_available`](Self::is_tool_available) on a resolved entry.
+    #[inline]
+    pub(crate) fn available_on_entry(&self, e: &Entry) -> bool {
+        e.breaker.would_allow(|| self.now_ticks())
     }
 
     // ------------------------------------------------------------------------------------
@@ -548,12 +568,36 @@ impl ToolHealthRegistry {
         generation: Option<u32>,
         error_type: Option<&str>,
     ) -> Recorded {
+        let map = self.map.pin();
+        let inserted;
+        let entry = match map.get(tool) {
+            Some(e) => Some(&**e),
+            None => {
+                inserted = self.insert_slow(tool);
+                inserted.as_deref()
+            }
+        };
+        self.record_on_entry(tool, entry, outcome, duration, generation, error_type)
+    }
+
+    /// The record on a resolved entry (`None`: a tool past the cap, counted as overflow): the
+    /// one implementation behind the by-name records and [`ToolHandle`](crate::ToolHandle).
+    #[inline]
+    pub(crate) fn record_on_entry(
+        &self,
+        tool: &str,
+        entry: Option<&Entry>,
+        outcome: CallOutcome,
+        duration: Duration,
+        generation: Option<u32>,
+        error_type: Option<&str>,
+    ) -> Recorded {
         let duration = if outcome == CallOutcome::Refused {
             Duration::ZERO
         } else {
             duration
         };
-        let recorded = self.with_entry_or_insert(tool, |e| {
+        let recorded = entry.map(|e| {
             let applied = match outcome {
                 CallOutcome::Success => {
                     e.stats.record(true, duration);
@@ -603,18 +647,21 @@ impl ToolHealthRegistry {
     /// re-opens with its cooldown already elapsed, so the next gate call may probe at once
     /// instead of waiting for the lease. Does nothing for a permit that is not the live probe.
     pub fn release(&self, tool: &str, permit: Permit) -> Recorded {
+        self.with_entry(tool, |e| self.release_on_entry(tool, e, permit))
+            .unwrap_or_default()
+    }
+
+    /// [`release`](Self::release) on a resolved entry.
+    pub(crate) fn release_on_entry(&self, tool: &str, e: &Entry, permit: Permit) -> Recorded {
         if !permit.probe {
             return Recorded::default();
         }
-        self.with_entry(tool, |e| {
-            let a = e.breaker.release(permit.generation, self.now_ticks());
-            self.notify_transitions(tool, &a);
-            Recorded {
-                expired: a.expired,
-                transition: a.transition,
-            }
-        })
-        .unwrap_or_default()
+        let a = e.breaker.release(permit.generation, self.now_ticks());
+        self.notify_transitions(tool, &a);
+        Recorded {
+            expired: a.expired,
+            transition: a.transition,
+        }
     }
 
     #[inline]
@@ -645,16 +692,32 @@ impl ToolHealthRegistry {
     // Reads (never create entries)
     // ------------------------------------------------------------------------------------
 
-    /// The tool's status; an unknown tool is healthy.
+    /// The tool's status; an unknown tool is healthy. Allocates nothing.
     pub fn get_health_status(&self, tool: &str) -> HealthStatus {
-        self.snapshot(tool)
-            .map_or(HealthStatus::Healthy, |s| s.status)
+        self.with_entry(tool, |e| self.status_on_entry(e))
+            .unwrap_or(HealthStatus::Healthy)
+    }
+
+    /// [`get_health_status`](Self::get_health_status) on a resolved entry.
+    pub(crate) fn status_on_entry(&self, e: &Entry) -> HealthStatus {
+        let eff = e.breaker.effective(self.now_ticks());
+        Self::status_of(eff, &e.stats.snapshot())
     }
 
     /// The tool's breaker state now (expiry-aware); an unknown tool is closed.
     pub fn breaker_state(&self, tool: &str) -> BreakerState {
-        self.with_entry(tool, |e| e.breaker.effective(self.now_ticks()).state())
+        self.with_entry(tool, |e| self.state_on_entry(e))
             .unwrap_or(BreakerState::Closed)
+    }
+
+    /// [`breaker_state`](Self::breaker_state) on a resolved entry.
+    pub(crate) fn state_on_entry(&self, e: &Entry) -> BreakerState {
+        e.breaker.effective(self.now_ticks()).state()
+    }
+
+    /// The one classification of an entry: the breaker's effective state and the score.
+    fn status_of(eff: Effective, stats: &StatsSnapshot) -> HealthStatus {
+        HealthStatus::classify(stats.score(), eff.state() == BreakerState::Open)
     }
 
     /// Everything known about the tool, or `None` for a tool never recorded.
@@ -699,7 +762,7 @@ impl ToolHealthRegistry {
         };
         ToolHealthSnapshot {
             tool: e.name.to_string(),
-            status: HealthStatus::classify(score, eff.state() == BreakerState::Open),
+            status: Self::status_of(eff, &stats),
             score,
             success_rate: stats.success_rate(),
             ewma_success: stats.ewma_f64(),

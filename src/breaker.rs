@@ -535,6 +535,14 @@ impl Breaker {
         std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
     }
 
+    /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
+    /// (one load; [`Breaker::acquire`] decides everything else).
+    #[inline]
+    pub(crate) fn closed_generation(&self) -> Option<u32> {
+        let w = self.load();
+        (w.state == CLOSED).then_some(w.generation)
+    }
+
     /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
     #[inline]
     pub(crate) fn acquire(&self, now: impl FnOnce() -> u64) -> Applied {

@@ -69,6 +69,7 @@ pub mod breaker;
 pub mod clock;
 pub mod gate;
 pub mod handle;
+mod index;
 pub mod layer;
 pub mod metrics;
 pub mod registry;

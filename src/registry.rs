@@ -6,8 +6,9 @@
 //!   allocation and an insertion into the map. This is the only slow path and the only place
 //!   a lock is taken.
 //! * **Every later call** on that tool — `allow_request`, `check`, `record_*`, and every read —
-//!   is a lock-free map lookup (papaya, epoch-protected, no allocation) followed by atomics on
-//!   the tool's entry. Nothing is allocated: `tests/zero_alloc.rs` pins this with a counting
+//!   is a lock-free lookup in the append-only index (a hash and plain acquire loads: no guard,
+//!   no read-modify-write, no allocation; see the `index` module's source) followed by atomics on
+//!   the tool's entry. A [`ToolHandle`](crate::ToolHandle) skips the lookup too. Nothing is allocated: `tests/zero_alloc.rs` pins this with a counting
 //!   allocator.
 //! * **Reads never create entries** ("no ghost breakers"): an unknown tool reads as fresh —
 //!   healthy, score 1.0, breaker closed, always available. The gate does not create entries
@@ -32,7 +33,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -42,6 +43,7 @@ use crate::breaker::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::gate::{CallOutcome, GateDecision, Permit};
+use crate::index::Index;
 use crate::stats::{HealthStatus, StatsSnapshot, ToolStats};
 
 /// How many distinct tools a registry tracks by default.
@@ -210,8 +212,6 @@ pub(crate) struct EntryView {
     pub(crate) transitions: [u64; 4],
 }
 
-type Map = papaya::HashMap<Box<str>, Arc<Entry>, foldhash::fast::RandomState>;
-
 /// Per-tool health stats and circuit breakers, keyed by tool name.
 ///
 /// Share it behind an `Arc`; every method takes `&self`.
@@ -240,9 +240,9 @@ type Map = papaya::HashMap<Box<str>, Arc<Entry>, foldhash::fast::RandomState>;
 /// assert_eq!(registry.breaker_state("db"), BreakerState::Closed);
 /// ```
 pub struct ToolHealthRegistry {
-    map: Map,
-    /// Serialises first sights so the cap is exact; never taken on a known tool.
-    insert_lock: Mutex<()>,
+    /// Name → entry; its insert mutex serialises first sights so the cap is exact, and is
+    /// never taken on a known tool.
+    map: Index,
     tracked: AtomicUsize,
     max_tools: usize,
     config: ArcSwap<CircuitBreakerConfig>,
@@ -303,10 +303,7 @@ impl RegistryBuilder {
     /// The registry.
     pub fn build(self) -> ToolHealthRegistry {
         ToolHealthRegistry {
-            map: papaya::HashMap::builder()
-                .hasher(foldhash::fast::RandomState::default())
-                .build(),
-            insert_lock: Mutex::new(()),
+            map: Index::new(),
             tracked: AtomicUsize::new(0),
             max_tools: self.max_tools,
             config: ArcSwap::from_pointee(self.config),
@@ -392,31 +389,23 @@ impl ToolHealthRegistry {
 
     #[inline]
     fn with_entry<R>(&self, tool: &str, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let map = self.map.pin();
-        map.get(tool).map(|e| f(e))
+        self.map.get(tool).map(|e| f(e))
     }
 
     #[cold]
     fn insert_slow(&self, tool: &str) -> Option<Arc<Entry>> {
-        let _guard = self
-            .insert_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let map = self.map.pin();
-        if let Some(e) = map.get(tool) {
-            return Some(Arc::clone(e));
-        }
-        if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
-            return None;
-        }
-        let entry = Arc::new(Entry {
-            name: tool.into(),
-            stats: ToolStats::default(),
-            breaker: Breaker::new(self.config.load().timing()),
-        });
-        map.insert(tool.into(), Arc::clone(&entry));
-        self.tracked.fetch_add(1, Ordering::Relaxed);
-        Some(entry)
+        // Under the index's insert mutex: the cap is exact.
+        self.map.get_or_insert_with(tool, || {
+            if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
+                return None;
+            }
+            self.tracked.fetch_add(1, Ordering::Relaxed);
+            Some(Arc::new(Entry {
+                name: tool.into(),
+                stats: ToolStats::default(),
+                breaker: Breaker::new(self.config.load().timing()),
+            }))
+        })
     }
 
     /// A pre-resolved handle on `tool`: the gate and the record paths without the name lookup
@@ -429,7 +418,7 @@ impl ToolHealthRegistry {
     /// Takes the registry's `Arc` because the handle keeps the registry alive (its clock and
     /// observers); share the registry behind an `Arc` to use handles.
     pub fn handle(self: &Arc<Self>, tool: &str) -> Option<crate::ToolHandle> {
-        let entry = match self.map.pin().get(tool) {
+        let entry = match self.map.get(tool) {
             Some(e) => Arc::clone(e),
             None => self.insert_slow(tool)?,
         };
@@ -465,27 +454,42 @@ impl ToolHealthRegistry {
     }
 
     /// The gate, never bound to a span.
+    #[inline]
     pub fn check_detached(&self, tool: &str) -> GateDecision {
-        let map = self.map.pin();
-        self.check_on_entry(tool, map.get(tool).map(|e| &**e))
+        self.check_on_entry(tool, self.map.get(tool).map(|e| &**e))
     }
 
     /// The gate on a resolved entry (`None`: an untracked tool, always allowed): the one
     /// implementation behind the by-name gate and [`ToolHandle`](crate::ToolHandle).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_on_entry(&self, tool: &str, entry: Option<&Entry>) -> GateDecision {
-        let verdict = match entry {
-            Some(e) => {
-                let applied = e.breaker.acquire(|| self.now_ticks());
-                if matches!(applied.verdict, Verdict::Refused { .. }) {
-                    e.stats.record_refused();
-                }
-                self.notify_transitions(tool, &applied);
-                applied.verdict
-            }
-            None => Verdict::Allowed { generation: 0 },
+        let Some(e) = entry else {
+            return GateDecision::Allowed(Permit {
+                generation: 0,
+                probe: false,
+            });
         };
-        match verdict {
+        // A Closed breaker admits on one load: no clock read, no write, no call.
+        match e.breaker.closed_generation() {
+            Some(generation) => GateDecision::Allowed(Permit {
+                generation,
+                probe: false,
+            }),
+            None => self.check_not_closed(tool, e),
+        }
+    }
+
+    /// The gate on a breaker that was not Closed at the first look: it may refuse or grant the
+    /// probe (or admit, if the breaker closed meanwhile). Out of line to keep the Closed path
+    /// small enough to inline.
+    #[inline(never)]
+    fn check_not_closed(&self, tool: &str, e: &Entry) -> GateDecision {
+        let applied = e.breaker.acquire(|| self.now_ticks());
+        if matches!(applied.verdict, Verdict::Refused { .. }) {
+            e.stats.record_refused();
+        }
+        self.notify_transitions(tool, &applied);
+        match applied.verdict {
             Verdict::Allowed { generation } => GateDecision::Allowed(Permit {
                 generation,
                 probe: false,
@@ -495,7 +499,7 @@ impl ToolHealthRegistry {
                 probe: true,
             }),
             Verdict::Refused { retry_after } => {
-                self.notify_call(&CallEvent {
+                self.notify_call(|| CallEvent {
                     tool,
                     outcome: CallOutcome::Refused,
                     duration: Duration::ZERO,
@@ -532,11 +536,13 @@ impl ToolHealthRegistry {
     ///
     /// A success while the breaker is half-open is taken as the probe's result and closes it;
     /// a success while open (or after the probe's lease expired) is ignored by the breaker.
+    #[inline]
     pub fn record_success(&self, tool: &str, duration: Duration) -> Recorded {
         self.record(tool, CallOutcome::Success, duration, None, None)
     }
 
     /// Records a failed call by name.
+    #[inline]
     pub fn record_failure(&self, tool: &str, duration: Duration) -> Recorded {
         self.record(tool, CallOutcome::Failure, duration, None, None)
     }
@@ -548,6 +554,7 @@ impl ToolHealthRegistry {
 
     /// Records a call admitted with `permit`: a result from an older breaker generation never
     /// closes or re-opens a newer episode.
+    #[inline]
     pub fn record_with_permit(
         &self,
         tool: &str,
@@ -560,6 +567,7 @@ impl ToolHealthRegistry {
 
     /// The general record: outcome, duration, the permit's generation when there is one, and
     /// the call's `error.type` for observers (the duration histogram).
+    #[inline]
     pub fn record(
         &self,
         tool: &str,
@@ -568,21 +576,40 @@ impl ToolHealthRegistry {
         generation: Option<u32>,
         error_type: Option<&str>,
     ) -> Recorded {
-        let map = self.map.pin();
-        let inserted;
-        let entry = match map.get(tool) {
-            Some(e) => Some(&**e),
-            None => {
-                inserted = self.insert_slow(tool);
-                inserted.as_deref()
+        match self.map.get(tool) {
+            Some(e) => {
+                self.record_on_entry(tool, Some(e), outcome, duration, generation, error_type)
             }
-        };
-        self.record_on_entry(tool, entry, outcome, duration, generation, error_type)
+            None => self.record_first_sight(tool, outcome, duration, generation, error_type),
+        }
+    }
+
+    /// [`record`](Self::record) for a name the index does not hold (yet): creates the entry,
+    /// or counts the call as overflow past the cap.
+    #[cold]
+    #[inline(never)]
+    fn record_first_sight(
+        &self,
+        tool: &str,
+        outcome: CallOutcome,
+        duration: Duration,
+        generation: Option<u32>,
+        error_type: Option<&str>,
+    ) -> Recorded {
+        let entry = self.insert_slow(tool);
+        self.record_on_entry(
+            tool,
+            entry.as_deref(),
+            outcome,
+            duration,
+            generation,
+            error_type,
+        )
     }
 
     /// The record on a resolved entry (`None`: a tool past the cap, counted as overflow): the
     /// one implementation behind the by-name records and [`ToolHandle`](crate::ToolHandle).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_on_entry(
         &self,
         tool: &str,
@@ -597,50 +624,67 @@ impl ToolHealthRegistry {
         } else {
             duration
         };
-        let recorded = entry.map(|e| {
-            let applied = match outcome {
-                CallOutcome::Success => {
-                    e.stats.record(true, duration);
-                    Some(e.breaker.on_success(generation, || self.now_ticks()))
-                }
-                CallOutcome::Failure => {
-                    e.stats.record(false, duration);
-                    Some(e.breaker.on_failure(generation, self.now_ticks()))
-                }
-                CallOutcome::Ignored => {
-                    e.stats.record_ignored();
-                    None
-                }
-                CallOutcome::Refused => {
-                    e.stats.record_refused();
-                    None
-                }
-            };
-            applied.map_or_else(Recorded::default, |a| {
-                self.notify_transitions(tool, &a);
-                Recorded {
-                    expired: a.expired,
-                    transition: a.transition,
-                }
-            })
-        });
-        let overflow = recorded.is_none();
-        if overflow {
-            self.overflow_records.fetch_add(1, Ordering::Relaxed);
-            match outcome {
-                CallOutcome::Success => self.overflow_success.fetch_add(1, Ordering::Relaxed),
-                CallOutcome::Failure => self.overflow_failure.fetch_add(1, Ordering::Relaxed),
-                _ => self.overflow_ignored.fetch_add(1, Ordering::Relaxed),
-            };
-        }
-        self.notify_call(&CallEvent {
+        let overflow = entry.is_none();
+        let recorded = match entry {
+            Some(e) => self.apply_record(tool, e, outcome, duration, generation),
+            None => {
+                self.count_overflow(outcome);
+                Recorded::default()
+            }
+        };
+        self.notify_call(|| CallEvent {
             tool,
             outcome,
             duration,
             error_type,
             overflow,
         });
-        recorded.unwrap_or_default()
+        recorded
+    }
+
+    /// A result on a tracked tool: its stats, then its breaker.
+    #[inline(always)]
+    fn apply_record(
+        &self,
+        tool: &str,
+        e: &Entry,
+        outcome: CallOutcome,
+        duration: Duration,
+        generation: Option<u32>,
+    ) -> Recorded {
+        let applied = match outcome {
+            CallOutcome::Success => {
+                e.stats.record(true, duration);
+                e.breaker.on_success(generation, || self.now_ticks())
+            }
+            CallOutcome::Failure => {
+                e.stats.record(false, duration);
+                e.breaker.on_failure(generation, self.now_ticks())
+            }
+            CallOutcome::Ignored => {
+                e.stats.record_ignored();
+                return Recorded::default();
+            }
+            CallOutcome::Refused => {
+                e.stats.record_refused();
+                return Recorded::default();
+            }
+        };
+        self.notify_transitions(tool, &applied);
+        Recorded {
+            expired: applied.expired,
+            transition: applied.transition,
+        }
+    }
+
+    #[cold]
+    fn count_overflow(&self, outcome: CallOutcome) {
+        self.overflow_records.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            CallOutcome::Success => self.overflow_success.fetch_add(1, Ordering::Relaxed),
+            CallOutcome::Failure => self.overflow_failure.fetch_add(1, Ordering::Relaxed),
+            _ => self.overflow_ignored.fetch_add(1, Ordering::Relaxed),
+        };
     }
 
     /// Gives a probe permit back without a result (the call was cancelled): the breaker
@@ -664,20 +708,34 @@ impl ToolHealthRegistry {
         }
     }
 
-    #[inline]
-    fn notify_call(&self, event: &CallEvent<'_>) {
+    // The observer hooks are split: a check inlined into the hot path (one relaxed-cost load,
+    // or a test of the `Applied` value already in registers) and the loop over observers out
+    // of line, so that the hot path stays small enough to inline.
+
+    #[inline(always)]
+    fn notify_call<'a>(&self, event: impl FnOnce() -> CallEvent<'a>) {
         if self.has_observers.load(Ordering::Acquire) {
-            for o in self.observers.load().iter() {
-                o.on_call(event);
-            }
+            self.notify_call_slow(&event());
         }
     }
 
-    #[inline]
-    fn notify_transitions(&self, tool: &str, applied: &Applied) {
-        if applied.expired.is_none() && applied.transition.is_none() {
-            return;
+    #[inline(never)]
+    fn notify_call_slow(&self, event: &CallEvent<'_>) {
+        for o in self.observers.load().iter() {
+            o.on_call(event);
         }
+    }
+
+    #[inline(always)]
+    fn notify_transitions(&self, tool: &str, applied: &Applied) {
+        if applied.expired.is_some() || applied.transition.is_some() {
+            self.notify_transitions_slow(tool, applied);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn notify_transitions_slow(&self, tool: &str, applied: &Applied) {
         if self.has_observers.load(Ordering::Acquire) {
             let at = self.clock.now();
             for t in applied.expired.iter().chain(applied.transition.iter()) {
@@ -729,8 +787,7 @@ impl ToolHealthRegistry {
     /// Every tracked tool's snapshot, sorted by name.
     pub fn health_summary(&self) -> Vec<ToolHealthSnapshot> {
         let now = self.now_ticks();
-        let map = self.map.pin();
-        let mut all: Vec<_> = map.values().map(|e| Self::snapshot_of(e, now)).collect();
+        let mut all: Vec<_> = self.map.iter().map(|e| Self::snapshot_of(e, now)).collect();
         all.sort_unstable_by(|a, b| a.tool.cmp(&b.tool));
         all
     }
@@ -738,8 +795,7 @@ impl ToolHealthRegistry {
     /// Visits every tracked tool without allocating per tool (for exporters).
     pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView)) {
         let now = self.now_ticks();
-        let map = self.map.pin();
-        for e in map.values() {
+        for e in self.map.iter() {
             let view = EntryView {
                 stats: e.stats.snapshot(),
                 state: e.breaker.effective(now).state(),

@@ -6,10 +6,11 @@
 //! callgrind_annotate cg.out | head -40
 //! ```
 //!
-//! Scenarios: `by_name`, `handle`, `refused`, `handle_refused`, `none` (setup only). Divide the
+//! Scenarios: `by_name`, `handle`, `refused`, `handle_refused`, `floor`, `none` (setup only). Divide the
 //! instruction count's difference with `none` by the iteration count.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ fn main() {
     let closed_handle = closed.handle("search").expect("tracked");
     let open_handle = open.handle("search").expect("tracked");
     let tool = black_box("search");
+    let atomics: Arc<[AtomicU64; 6]> = Arc::new(Default::default());
 
     let mut allowed = 0u64;
     for _ in 0..n {
@@ -48,8 +50,49 @@ fn main() {
             }
             "refused" => allowed += u64::from(open.allow_request(tool)),
             "handle_refused" => allowed += u64::from(open_handle.allow_request()),
+            "floor" => allowed += u64::from(floor(&atomics, black_box(1_500_000))),
+            "floor_cas" => allowed += u64::from(floor_cas(&atomics, black_box(1_500_000))),
             _ => allowed += u64::from(black_box(true)),
         }
     }
     println!("{scenario}: {allowed} of {n} allowed");
+}
+
+/// The floor of benches/gate.rs: only the atomic operations of gate + record.
+#[inline(never)]
+fn floor(a: &[AtomicU64; 6], ns: u64) -> bool {
+    let [word, consecutive, success, total, max, ewma] = a;
+    let allowed = word.load(Ordering::Acquire) & 3 == 0;
+    if word.load(Ordering::Acquire) & 3 == 0 && consecutive.load(Ordering::Relaxed) != 0 {
+        consecutive.store(0, Ordering::Relaxed);
+    }
+    success.fetch_add(1, Ordering::Relaxed);
+    total.fetch_add(ns, Ordering::Relaxed);
+    if ns > max.load(Ordering::Relaxed) {
+        max.fetch_max(ns, Ordering::Relaxed);
+    }
+    if ewma.load(Ordering::Relaxed) != 1_000_000 {
+        ewma.store(1_000_000, Ordering::Relaxed);
+    }
+    allowed
+}
+
+#[inline(never)]
+fn floor_cas(a: &[AtomicU64; 6], ns: u64) -> bool {
+    let [word, consecutive, success, total, max, ewma] = a;
+    let allowed = word.load(Ordering::Acquire) & 3 == 0;
+    if word.load(Ordering::Acquire) & 3 == 0 && consecutive.load(Ordering::Relaxed) != 0 {
+        consecutive.store(0, Ordering::Relaxed);
+    }
+    success.fetch_add(1, Ordering::Relaxed);
+    let _ = total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+        Some(t.saturating_add(ns))
+    });
+    if ns > max.load(Ordering::Relaxed) {
+        max.fetch_max(ns, Ordering::Relaxed);
+    }
+    if ewma.load(Ordering::Relaxed) != 1_000_000 {
+        ewma.store(1_000_000, Ordering::Relaxed);
+    }
+    allowed
 }

@@ -574,19 +574,30 @@ impl Breaker {
     /// Records a success (`generation`: the permit's, when there is one).
     #[inline]
     pub(crate) fn on_success(&self, generation: Option<u32>, now: impl FnOnce() -> u64) -> Applied {
-        let w = self.load();
-        if w.state == CLOSED && generation.is_none_or(|g| g == w.generation) {
-            // The hot path: a success on a Closed breaker only resets the counter.
-            if self.consecutive.load(Ordering::Relaxed) != 0 {
-                self.consecutive.store(0, Ordering::Relaxed);
-            }
+        if self.success_if_closed(generation) {
             return Applied {
                 verdict: Verdict::None,
                 expired: None,
                 transition: None,
             };
         }
-        self.apply(w, Event::Success(generation), now())
+        self.apply(self.load(), Event::Success(generation), now())
+    }
+
+    /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
+    /// a Closed breaker (of the permit's generation, if any) only resets the counter, and this
+    /// does it and answers `true`. `false`: any other case, for [`Breaker::on_success`] to
+    /// decide (it re-reads the word).
+    #[inline(always)]
+    pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
+        let w = self.load();
+        if w.state == CLOSED && generation.is_none_or(|g| g == w.generation) {
+            if self.consecutive.load(Ordering::Relaxed) != 0 {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            return true;
+        }
+        false
     }
 
     /// Records a failure (`generation`: the permit's, when there is one).

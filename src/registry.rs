@@ -655,6 +655,11 @@ impl ToolHealthRegistry {
         let applied = match outcome {
             CallOutcome::Success => {
                 e.stats.record(true, duration);
+                // The hot path returns a constant: building `Recorded` from an `Applied` in
+                // memory costs a store-forwarding stall on every call.
+                if e.breaker.success_if_closed(generation) {
+                    return Recorded::default();
+                }
                 e.breaker.on_success(generation, || self.now_ticks())
             }
             CallOutcome::Failure => {

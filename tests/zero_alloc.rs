@@ -22,18 +22,25 @@ const ROUNDS: usize = 1_000;
 
 /// Runs `f` once to warm up (thread-locals, first sights), then `ROUNDS` times counting
 /// allocations, and asserts there were none.
+///
+/// The counter is process-wide, so an allocation by another thread (the test harness) can land
+/// in a measurement: an attempt that saw any is retried, up to three in all. An allocation on
+/// the measured path happens in every round of every attempt, so it always fails the test.
 fn assert_no_alloc(what: &str, mut f: impl FnMut()) {
     f();
-    let region = Region::new(GLOBAL);
-    for _ in 0..ROUNDS {
-        f();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let region = Region::new(GLOBAL);
+        for _ in 0..ROUNDS {
+            f();
+        }
+        let change = region.change();
+        if change.allocations == 0 && change.reallocations == 0 {
+            return;
+        }
+        seen.push(change);
     }
-    let change = region.change();
-    assert_eq!(
-        (change.allocations, change.reallocations),
-        (0, 0),
-        "{what} allocated: {change:?}"
-    );
+    panic!("{what} allocated in every attempt: {seen:?}");
 }
 
 #[test]

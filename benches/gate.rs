@@ -148,6 +148,23 @@ fn open(c: &mut Criterion) {
         b.iter(|| black_box(handle.allow_request()))
     });
 
+    // The same refusal with a manual clock (reading it is one atomic load): the refusal path's
+    // own cost, without the system clock read that bounds it.
+    let manual = Arc::new(
+        ToolHealthRegistry::builder()
+            .config(CircuitBreakerConfig {
+                failure_threshold: 1,
+                ..Default::default()
+            })
+            .clock(tool_health::ManualClock::new())
+            .build(),
+    );
+    manual.record_failure(TOOL, DURATION);
+    assert!(!manual.allow_request(TOOL), "the breaker is open");
+    g.bench_function("ours_by_name_refused_manual_clock", |b| {
+        b.iter(|| black_box(manual.allow_request(tool)))
+    });
+
     let recloser = recloser::Recloser::custom()
         .error_rate(0.5)
         .closed_len(2)

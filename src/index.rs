@@ -77,7 +77,7 @@ fn same_name(a: &str, b: &str) -> bool {
 #[derive(Debug)]
 pub(crate) struct Index {
     hasher: foldhash::fast::RandomState,
-    levels: Box<[OnceLock<Level>]>,
+    levels: [OnceLock<Level>; LEVELS],
     /// The level holding every entry.
     current: AtomicUsize,
     /// Serialises inserts and growth; never taken by a lookup.
@@ -92,7 +92,7 @@ fn new_level(slots: usize) -> Level {
 
 impl Index {
     pub(crate) fn new() -> Self {
-        let levels: Box<[OnceLock<Level>]> = (0..LEVELS).map(|_| OnceLock::new()).collect();
+        let levels: [OnceLock<Level>; LEVELS] = std::array::from_fn(|_| OnceLock::new());
         let _ = levels[0].set(new_level(FIRST_LEVEL));
         Self {
             hasher: foldhash::fast::RandomState::default(),

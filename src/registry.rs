@@ -433,7 +433,7 @@ impl ToolHealthRegistry {
     ///
     /// Inside a tool span watched by a [`ToolHealthLayer`](crate::ToolHealthLayer), the
     /// decision is bound to that span (see [`ToolHealthRegistry::check`]).
-    #[inline]
+    #[inline(always)]
     pub fn allow_request(&self, tool: &str) -> bool {
         self.check(tool).is_allowed()
     }
@@ -446,7 +446,7 @@ impl ToolHealthRegistry {
     /// decision is bound to that span: the span's outcome is recorded with the permit, a refused
     /// span records nothing but the refusal, and the span is annotated. Outside any tool span
     /// this is [`ToolHealthRegistry::check_detached`].
-    #[inline]
+    #[inline(always)]
     pub fn check(&self, tool: &str) -> GateDecision {
         let decision = self.check_detached(tool);
         crate::layer::bind_decision(self, tool, &decision);
@@ -454,7 +454,7 @@ impl ToolHealthRegistry {
     }
 
     /// The gate, never bound to a span.
-    #[inline]
+    #[inline(always)]
     pub fn check_detached(&self, tool: &str) -> GateDecision {
         self.check_on_entry(tool, self.map.get(tool).map(|e| &**e))
     }
@@ -567,7 +567,7 @@ impl ToolHealthRegistry {
 
     /// The general record: outcome, duration, the permit's generation when there is one, and
     /// the call's `error.type` for observers (the duration histogram).
-    #[inline]
+    #[inline(always)]
     pub fn record(
         &self,
         tool: &str,

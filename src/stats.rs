@@ -13,6 +13,16 @@
 //!   high-water mark over **all** calls, failed ones included: a timeout is tail latency too.
 //!   Latency never feeds the score.
 //!
+//! # Stripes
+//!
+//! The counters every call writes (successes, failures, refusals, caller errors, the duration
+//! sum) are kept in [`STRIPES`] copies, each alone on its cache line(s), and a thread always
+//! writes the same stripe (threads are dealt stripes in turn). Two threads calling one tool
+//! then write different lines and never steal a line from each other on the success path: the
+//! other fields it touches (the high-water mark, the EWMA, the breaker word) are only read
+//! there, so they stay shared in both caches. Readers add the stripes up. The stripes are one
+//! separate 128-byte allocation per tool: the entry itself stays small and unaligned.
+//!
 //! # Orderings
 //!
 //! Every access is `Relaxed`. Each counter is an independent monotonic (or CAS-updated) value;
@@ -20,7 +30,8 @@
 //! while calls are being recorded may see one counter updated and another not yet; at
 //! quiescence `total == success + failure` holds exactly (total is derived, not stored).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::clock::duration_to_nanos;
@@ -95,17 +106,48 @@ pub(crate) fn health_score(success_rate: f64, ewma: f64) -> f64 {
     0.3 * success_rate + 0.7 * ewma
 }
 
-/// The lock-free statistics of one tool.
-#[derive(Debug)]
-pub(crate) struct ToolStats {
+/// How many copies of the per-call counters each tool keeps (see "Stripes" in the module docs):
+/// two, the cores of the machines this is measured on; more would cost 64 bytes per tool each.
+pub(crate) const STRIPES: usize = 2;
+
+/// The counters one thread writes, alone on a cache line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Stripe {
     success: AtomicU64,
     failure: AtomicU64,
     /// Calls whose outcome was a caller error: neither success nor failure.
     ignored: AtomicU64,
     /// Calls refused by the breaker (zero duration, not a failure).
     refused: AtomicU64,
+    /// Saturating.
     total_duration_ns: AtomicU64,
+}
+
+/// This thread's stripe: dealt in turn on the thread's first record, then fixed.
+#[inline(always)]
+fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    STRIPE.with(|s| match s.get() {
+        usize::MAX => {
+            let i = NEXT.fetch_add(1, Relaxed) % STRIPES;
+            s.set(i);
+            i
+        }
+        i => i,
+    })
+}
+
+/// The lock-free statistics of one tool.
+#[derive(Debug)]
+pub(crate) struct ToolStats {
+    stripes: Box<[Stripe; STRIPES]>,
+    /// Read on every call, written only when raised: shared between threads.
     max_duration_ns: AtomicU64,
+    /// Read on every call, written only when it moves (never at 1.0 on a run of successes).
     ewma: AtomicU64,
 }
 
@@ -152,11 +194,7 @@ impl StatsSnapshot {
 impl Default for ToolStats {
     fn default() -> Self {
         Self {
-            success: AtomicU64::new(0),
-            failure: AtomicU64::new(0),
-            ignored: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
-            total_duration_ns: AtomicU64::new(0),
+            stripes: Box::default(),
             max_duration_ns: AtomicU64::new(0),
             ewma: AtomicU64::new(EWMA_SCALE),
         }
@@ -167,32 +205,38 @@ impl ToolStats {
     /// Records one finished call.
     #[inline]
     pub(crate) fn record(&self, success: bool, duration: Duration) {
+        let stripe = self.stripe();
         if success {
-            self.success.fetch_add(1, Relaxed);
+            stripe.success.fetch_add(1, Relaxed);
         } else {
-            self.failure.fetch_add(1, Relaxed);
+            stripe.failure.fetch_add(1, Relaxed);
         }
-        self.add_duration(duration_to_nanos(duration));
+        self.add_duration(stripe, duration_to_nanos(duration));
         self.step_ewma(success);
+    }
+
+    #[inline(always)]
+    fn stripe(&self) -> &Stripe {
+        &self.stripes[stripe_index()]
     }
 
     /// Records a call refused by the breaker: it has no duration and is not a failure.
     #[inline]
     pub(crate) fn record_refused(&self) {
-        self.refused.fetch_add(1, Relaxed);
+        self.stripe().refused.fetch_add(1, Relaxed);
     }
 
     /// Records a call that failed through the caller's fault (e.g. invalid arguments): counted,
     /// but neither a success nor a failure of the tool, and no duration.
     #[inline]
     pub(crate) fn record_ignored(&self) {
-        self.ignored.fetch_add(1, Relaxed);
+        self.stripe().ignored.fetch_add(1, Relaxed);
     }
 
     #[inline]
-    fn add_duration(&self, ns: u64) {
+    fn add_duration(&self, stripe: &Stripe, ns: u64) {
         if ns != 0 {
-            let _ = self
+            let _ = stripe
                 .total_duration_ns
                 .fetch_update(Relaxed, Relaxed, |t| Some(t.saturating_add(ns)));
         }
@@ -216,12 +260,18 @@ impl ToolStats {
     }
 
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        let sum = |field: fn(&Stripe) -> &AtomicU64| {
+            self.stripes
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(field(s).load(Relaxed)))
+        };
         StatsSnapshot {
-            success: self.success.load(Relaxed),
-            failure: self.failure.load(Relaxed),
-            ignored: self.ignored.load(Relaxed),
-            refused: self.refused.load(Relaxed),
-            total_duration_ns: self.total_duration_ns.load(Relaxed),
+            success: sum(|s| &s.success),
+            failure: sum(|s| &s.failure),
+            ignored: sum(|s| &s.ignored),
+            refused: sum(|s| &s.refused),
+            // Each stripe saturates and so does their sum: the total never wraps.
+            total_duration_ns: sum(|s| &s.total_duration_ns),
             max_duration_ns: self.max_duration_ns.load(Relaxed),
             ewma: self.ewma.load(Relaxed),
         }
@@ -305,6 +355,28 @@ mod tests {
         let snap = s.snapshot();
         assert_eq!(snap.max_duration_ns, 900_000_000);
         assert_eq!(snap.avg_duration(), Duration::from_millis(455));
+    }
+
+    #[test]
+    fn stripes_add_up_across_threads() {
+        let s = ToolStats::default();
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let s = &s;
+                scope.spawn(move || {
+                    for _ in 0..1_000 {
+                        s.record(t % 2 == 0, Duration::from_nanos(t + 1));
+                        s.record_refused();
+                    }
+                    s.record_ignored();
+                });
+            }
+        });
+        let snap = s.snapshot();
+        assert_eq!((snap.success, snap.failure), (2_000, 2_000));
+        assert_eq!((snap.refused, snap.ignored), (4_000, 4));
+        assert_eq!(snap.total_duration_ns, 10_000);
+        assert_eq!(snap.max_duration_ns, 4);
     }
 
     #[test]

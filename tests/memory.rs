@@ -3,7 +3,9 @@
 //! A counting global allocator (`stats_alloc`) measures the net bytes (allocated − freed) that
 //! tracking `N` new tools costs, after a warm-up that pays the one-time costs (the map's first
 //! table, the thread's epoch reservation). The map grows by doubling, so the cost per tool
-//! depends on where `N` falls relative to the table's capacity: every size is checked. The
+//! depends on where `N` falls relative to the table's capacity: round sizes are checked, and the
+//! worst ones — one tool past a doubling of the index, so that it is at its emptiest and its
+//! retired levels weigh most. The
 //! whole file is one test so that no other test thread allocates while we measure.
 
 use std::sync::Arc;
@@ -49,7 +51,13 @@ fn bytes_per_tool(n: usize, by_handle: bool) -> f64 {
 #[test]
 fn a_tracked_tool_costs_at_most_512_bytes() {
     let mut worst: f64 = 0.0;
-    for n in [1_000, 3_000, 10_000, 30_000, 100_000] {
+    // The index doubles when it becomes more than half full: at 1,025 tracked tools (and 4,097,
+    // 16,385, 65,537) it has just doubled.
+    let just_grown = [1_025, 4_097, 16_385, 65_537].map(|total| total - WARM_UP);
+    for n in [1_000, 3_000, 10_000, 30_000, 100_000]
+        .into_iter()
+        .chain(just_grown)
+    {
         let by_name = bytes_per_tool(n, false);
         let by_handle = bytes_per_tool(n, true);
         println!("{n:>7} tools: {by_name:6.1} B/tool by name, {by_handle:6.1} B/tool by handle");

@@ -543,6 +543,23 @@ impl Breaker {
         (w.state == CLOSED).then_some(w.generation)
     }
 
+    /// The refusal fast path: an Open breaker whose cooldown has not elapsed refuses and
+    /// changes nothing — exactly what [`Breaker::acquire`] decides then, without evaluating the
+    /// whole step. Answers the wait; `None` for every other case (not Open, or the cooldown has
+    /// elapsed), which [`Breaker::acquire`] decides. `now` is read only for an Open breaker.
+    #[inline(always)]
+    pub(crate) fn refusal_while_open(&self, now: impl FnOnce() -> u64) -> Option<Duration> {
+        let w = self.load();
+        if w.state != OPEN {
+            return None;
+        }
+        if w.deadline == NEVER {
+            return Some(Duration::MAX);
+        }
+        let now = now();
+        (now < w.deadline).then(|| duration_of_ticks(w.deadline - now))
+    }
+
     /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
     #[inline]
     pub(crate) fn acquire(&self, now: impl FnOnce() -> u64) -> Applied {
@@ -792,6 +809,35 @@ mod tests {
             }
         );
         assert_eq!(ticks_of_instant(Duration::MAX), NEVER - 1);
+    }
+
+    #[test]
+    fn the_refusal_fast_path_agrees_with_the_step() {
+        for deadline in [0, 1, 29_999, 30_000, 30_001, NEVER - 1, NEVER] {
+            for now in [0, 1, 29_999, 30_000, 30_001, NEVER - 2, NEVER - 1] {
+                let w = Word::open(5, deadline);
+                let b = Breaker::new(T);
+                b.word.store(w.encode(), Ordering::Relaxed);
+                let s = run(w, Event::Acquire, now);
+                match b.refusal_while_open(|| now) {
+                    Some(retry_after) => {
+                        assert_eq!(s.verdict, Verdict::Refused { retry_after });
+                        assert_eq!(s.next, w, "a refusal while open changes nothing");
+                        assert!(s.transition.is_none() && !s.expired_lease);
+                    }
+                    None => assert!(matches!(s.verdict, Verdict::Probe { .. })),
+                }
+            }
+        }
+        for w in [
+            Word::closed(3),
+            Word::half_open(4, 40_000),
+            Word::half_open(4, 10),
+        ] {
+            let b = Breaker::new(T);
+            b.word.store(w.encode(), Ordering::Relaxed);
+            assert_eq!(b.refusal_while_open(|| 20_000), None, "{w:?}");
+        }
     }
 
     #[test]

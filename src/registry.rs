@@ -484,6 +484,9 @@ impl ToolHealthRegistry {
     /// small enough to inline.
     #[inline(never)]
     fn check_not_closed(&self, tool: &str, e: &Entry) -> GateDecision {
+        if let Some(retry_after) = e.breaker.refusal_while_open(|| self.now_ticks()) {
+            return self.refuse(tool, e, retry_after);
+        }
         let applied = e.breaker.acquire(|| self.now_ticks());
         if matches!(applied.verdict, Verdict::Refused { .. }) {
             e.stats.record_refused();
@@ -499,13 +502,7 @@ impl ToolHealthRegistry {
                 probe: true,
             }),
             Verdict::Refused { retry_after } => {
-                self.notify_call(|| CallEvent {
-                    tool,
-                    outcome: CallOutcome::Refused,
-                    duration: Duration::ZERO,
-                    error_type: None,
-                    overflow: false,
-                });
+                self.notify_refused(tool);
                 GateDecision::Refused { retry_after }
             }
             Verdict::None => GateDecision::Allowed(Permit {
@@ -513,6 +510,26 @@ impl ToolHealthRegistry {
                 probe: false,
             }),
         }
+    }
+
+    /// A refusal by an Open breaker still cooling down (the common refusal): counted, then
+    /// told to observers, as any refusal.
+    #[inline(always)]
+    fn refuse(&self, tool: &str, e: &Entry, retry_after: Duration) -> GateDecision {
+        e.stats.record_refused();
+        self.notify_refused(tool);
+        GateDecision::Refused { retry_after }
+    }
+
+    #[inline(always)]
+    fn notify_refused(&self, tool: &str) {
+        self.notify_call(|| CallEvent {
+            tool,
+            outcome: CallOutcome::Refused,
+            duration: Duration::ZERO,
+            error_type: None,
+            overflow: false,
+        });
     }
 
     /// The pure availability oracle: exactly what [`allow_request`](Self::allow_request) would

@@ -1,6 +1,6 @@
 //! Per-tool health statistics: counts, durations, the EWMA of success, score and status.
 //!
-//! One [`ToolStats`] per tool, every field an `AtomicU64`: recording a call never takes a lock
+//! One `ToolStats` per tool, every field an `AtomicU64`: recording a call never takes a lock
 //! and never allocates. The formulas are those of the behaviour reference:
 //!
 //! * `ewma_success` is fixed point with [`EWMA_SCALE`] = 1,000,000 meaning 1.0; a new tool starts
@@ -16,7 +16,7 @@
 //! # Stripes
 //!
 //! The counters every call writes (successes, failures, refusals, caller errors, the duration
-//! sum) are kept in [`STRIPES`] copies, each alone on its cache line(s), and a thread always
+//! sum) are kept in `STRIPES` (2) copies, each alone on its cache line(s), and a thread always
 //! writes the same stripe (threads are dealt stripes in turn). Two threads calling one tool
 //! then write different lines and never steal a line from each other on the success path: the
 //! other fields it touches (the high-water mark, the EWMA, the breaker word) are only read

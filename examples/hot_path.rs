@@ -6,7 +6,7 @@
 //! callgrind_annotate cg.out | head -40
 //! ```
 //!
-//! Scenarios: `by_name`, `handle`, `refused`, `handle_refused`, `floor`, `none` (setup only). Divide the
+//! Scenarios: `by_name`, `by_name_permit`, `handle`, `refused`, `handle_refused`, `floor`, `none` (setup only). Divide the
 //! instruction count's difference with `none` by the iteration count.
 
 use std::hint::black_box;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tool_health::{CircuitBreakerConfig, ToolHealthRegistry};
+use tool_health::{CallOutcome, CircuitBreakerConfig, ToolHealthRegistry};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -43,6 +43,17 @@ fn main() {
             "by_name" => {
                 allowed += u64::from(closed.allow_request(tool));
                 black_box(closed.record_success(tool, black_box(d)));
+            }
+            "by_name_permit" => {
+                if let Some(p) = closed.check(tool).permit() {
+                    allowed += 1;
+                    black_box(closed.record_with_permit(
+                        tool,
+                        p,
+                        CallOutcome::Success,
+                        black_box(d),
+                    ));
+                }
             }
             "handle" => {
                 allowed += u64::from(closed_handle.allow_request());

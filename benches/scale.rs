@@ -11,7 +11,7 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::reader::MetricReader;
 use opentelemetry_sdk::metrics::{
-    InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Temporality,
+    Instrument, InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Stream, Temporality,
 };
 use tool_health::ToolHealthRegistry;
 
@@ -93,8 +93,17 @@ fn collect(c: &mut Criterion) {
     });
 
     let reader = SharedReader(Arc::new(ManualReader::builder().build()));
+    // The SDK folds series past 2,000 per instrument into one overflow series by default; a
+    // registry of 10,000 tools publishes one series per tool (and more per outcome or state),
+    // so the limit is raised to collect them all, as a deployment of this size would.
     let provider = SdkMeterProvider::builder()
         .with_reader(reader.clone())
+        .with_view(|_: &Instrument| {
+            Stream::builder()
+                .with_cardinality_limit(100_000)
+                .build()
+                .ok()
+        })
         .build();
     let meter = provider.meter("tool-health-bench");
     tool_health::publish_metrics(&registry, &meter);

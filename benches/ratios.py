@@ -122,16 +122,17 @@ def summary(path):
         if vs:
             print(f"| `{b}` | {fmt_ns(statistics.median(vs))} ({fmt_ns(min(vs))} – {fmt_ns(max(vs))}) |")
     print()
-    print("| goal | ratio | median (min – max) | target | verdict on the median |")
-    print("|---|---|---|---|---|")
+    print("| goal | ratio | median (min – max) | target | verdict on the median | runs meeting it |")
+    print("|---|---|---|---|---|---|")
     per_run = [ratios(r) for r in runs]
     for i, (goal, what, _, target, check) in enumerate(per_run[0]):
         vs = [rows[i][2] for rows in per_run if rows[i][2] is not None]
         if not vs:
-            print(f"| {goal} | {what} | n/a | {target} | n/a |")
+            print(f"| {goal} | {what} | n/a | {target} | n/a | |")
             continue
         med = statistics.median(vs)
-        print(f"| {goal} | {what} | {med:.2f} ({min(vs):.2f} – {max(vs):.2f}) | {target} | {verdict(med, check)} |")
+        meeting = "" if check is None else f"{sum(1 for v in vs if check(v))} of {len(vs)}"
+        print(f"| {goal} | {what} | {med:.2f} ({min(vs):.2f} – {max(vs):.2f}) | {target} | {verdict(med, check)} | {meeting} |")
 
 
 def main(argv):

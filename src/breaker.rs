@@ -63,9 +63,9 @@
 //! never closing, generations only growing, the oracle agreeing with the gate.
 
 use std::fmt;
-use std::sync::atomic::Ordering;
 #[cfg(not(tool_health_loom))]
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -565,16 +565,20 @@ pub(crate) struct Breaker {
     word: AtomicU64,
     consecutive: AtomicU64,
     transitions: [AtomicU64; 4],
-    /// Backoff level of the current (or last) open episode.
-    level: AtomicU64,
-    /// When the breaker last closed after a probe, in ticks ([`NEVER`]: not since creation).
-    closed_at: AtomicU64,
+    /// Three rarely written values in one word (memory per tool is a budget): bit 63, a
+    /// failure-rate window is present (mirrors `window.is_some()`, so the success fast path pays
+    /// one relaxed load); bits 56–62, the backoff level of the current (or last) open episode;
+    /// bits 0–55, when the breaker last closed after a probe, in ticks ([`NEVER`]: not yet).
+    aux: AtomicU64,
     policy: ArcSwap<ToolPolicy>,
     /// Failure-rate window, present while the policy is [`TripPolicy::FailureRate`].
     window: ArcSwapOption<RateWindow>,
-    /// Mirrors `window.is_some()` so the success fast path pays one relaxed load.
-    has_window: AtomicBool,
 }
+
+const AUX_WINDOW: u64 = 1 << 63;
+const AUX_LEVEL_SHIFT: u32 = 56;
+const AUX_LEVEL_MAX: u64 = 0x7F;
+const AUX_CLOSED_MASK: u64 = (1 << AUX_LEVEL_SHIFT) - 1;
 
 impl Breaker {
     pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
@@ -582,11 +586,9 @@ impl Breaker {
             word: AtomicU64::new(Word::FRESH.encode()),
             consecutive: AtomicU64::new(0),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
-            level: AtomicU64::new(0),
-            closed_at: AtomicU64::new(NEVER),
+            aux: AtomicU64::new(NEVER),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
-            has_window: AtomicBool::new(false),
         };
         b.set_policy(policy);
         b
@@ -597,10 +599,10 @@ impl Breaker {
         match policy.trip {
             TripPolicy::FailureRate { window, .. } => {
                 self.window.store(Some(Arc::new(RateWindow::new(window))));
-                self.has_window.store(true, Ordering::Release);
+                self.aux.fetch_or(AUX_WINDOW, Ordering::Release);
             }
             TripPolicy::ConsecutiveFailures => {
-                self.has_window.store(false, Ordering::Release);
+                self.aux.fetch_and(!AUX_WINDOW, Ordering::Release);
                 self.window.store(None);
             }
         }
@@ -611,8 +613,21 @@ impl Breaker {
         self.policy.load_full()
     }
 
+    fn has_window(&self, order: Ordering) -> bool {
+        self.aux.load(order) & AUX_WINDOW != 0
+    }
+
+    /// Replaces the bits of `mask` in the aux word with `value` (which lies within `mask`).
+    fn set_aux(&self, mask: u64, value: u64) {
+        let _ = self
+            .aux
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                Some((a & !mask) | (value & mask))
+            });
+    }
+
     fn level(&self) -> u32 {
-        u32::try_from(self.level.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
+        ((self.aux.load(Ordering::Relaxed) >> AUX_LEVEL_SHIFT) & AUX_LEVEL_MAX) as u32
     }
 
     /// The timing of a step that makes no opening.
@@ -644,8 +659,37 @@ impl Breaker {
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
+    #[allow(
+        dead_code,
+        reason = "read by the metrics publisher (src/metrics.rs, being written in another worktree)"
+    )]
     pub(crate) fn transition_counts(&self) -> [u64; 4] {
         std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
+    }
+
+    /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
+    /// (one load; [`Breaker::acquire`] decides everything else).
+    #[inline]
+    pub(crate) fn closed_generation(&self) -> Option<u32> {
+        let w = self.load();
+        (w.state == CLOSED).then_some(w.generation)
+    }
+
+    /// The refusal fast path: an Open breaker whose cooldown has not elapsed refuses and
+    /// changes nothing — exactly what [`Breaker::acquire`] decides then, without evaluating the
+    /// whole step. Answers the wait; `None` for every other case (not Open, or the cooldown has
+    /// elapsed), which [`Breaker::acquire`] decides. `now` is read only for an Open breaker.
+    #[inline(always)]
+    pub(crate) fn refusal_while_open(&self, now: impl FnOnce() -> u64) -> Option<Duration> {
+        let w = self.load();
+        if w.state != OPEN {
+            return None;
+        }
+        if w.deadline == NEVER {
+            return Some(Duration::MAX);
+        }
+        let now = now();
+        (now < w.deadline).then(|| duration_of_ticks(w.deadline - now))
     }
 
     /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
@@ -677,17 +721,12 @@ impl Breaker {
     /// Records a success for the breaker (`generation`: the permit's, when there is one).
     #[inline]
     pub(crate) fn on_success(&self, generation: Option<u32>, now: impl FnOnce() -> u64) -> Applied {
-        let w = self.load();
-        let has_window = self.has_window.load(Ordering::Acquire);
-        if w.state == CLOSED && !has_window && generation.is_none_or(|g| g == w.generation) {
-            // The hot path: a success on a Closed breaker only resets the counter.
-            if self.consecutive.load(Ordering::Relaxed) != 0 {
-                self.consecutive.store(0, Ordering::Relaxed);
-            }
+        if self.success_if_closed(generation) {
             return Applied::verdict(Verdict::None);
         }
+        let w = self.load();
         let now = now();
-        if has_window {
+        if self.has_window(Ordering::Acquire) {
             if let Some(window) = &*self.window.load() {
                 window.add(now, true);
             }
@@ -699,10 +738,29 @@ impl Breaker {
             |_| (Event::Success(generation), t),
             |s| {
                 if s.next.state == CLOSED && s.transition.is_some() {
-                    self.closed_at.store(now, Ordering::Relaxed);
+                    self.set_aux(AUX_CLOSED_MASK, now.min(NEVER));
                 }
             },
         )
+    }
+
+    /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
+    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window only
+    /// resets the counter, and this does it and answers `true`. `false`: any other case, for
+    /// [`Breaker::on_success`] to decide (it re-reads the word).
+    #[inline(always)]
+    pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
+        let w = self.load();
+        if w.state == CLOSED
+            && generation.is_none_or(|g| g == w.generation)
+            && !self.has_window(Ordering::Relaxed)
+        {
+            if self.consecutive.load(Ordering::Relaxed) != 0 {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            return true;
+        }
+        false
     }
 
     /// Records a failure for the breaker (`generation`: the permit's, when there is one;
@@ -738,7 +796,7 @@ impl Breaker {
             .backoff
             .as_ref()
             .map_or(0, |b| ticks_of_duration(b.stable_after));
-        let closed_at = self.closed_at.load(Ordering::Relaxed);
+        let closed_at = self.aux.load(Ordering::Relaxed) & AUX_CLOSED_MASK;
         // The backoff level an opening from this word would have.
         let opening_level = |w: Word| -> u32 {
             if p.backoff.is_none() {
@@ -772,8 +830,8 @@ impl Breaker {
             },
         )
         .with_level(|w| {
-            self.level
-                .store(u64::from(opening_level(w)), Ordering::Relaxed)
+            let level = u64::from(opening_level(w)).min(AUX_LEVEL_MAX);
+            self.set_aux(AUX_LEVEL_MAX << AUX_LEVEL_SHIFT, level << AUX_LEVEL_SHIFT);
         })
     }
 
@@ -803,8 +861,7 @@ impl Breaker {
             }
         }
         self.consecutive.store(0, Ordering::Relaxed);
-        self.level.store(0, Ordering::Relaxed);
-        self.closed_at.store(NEVER, Ordering::Relaxed);
+        self.set_aux(AUX_LEVEL_MAX << AUX_LEVEL_SHIFT | AUX_CLOSED_MASK, NEVER);
         if let Some(window) = &*self.window.load() {
             window.clear();
         }
@@ -993,6 +1050,46 @@ mod tests {
             }
         );
         assert_eq!(ticks_of_instant(Duration::MAX), NEVER - 1);
+    }
+
+    /// A breaker whose policy has the timings of `T`.
+    fn breaker_like_t() -> Breaker {
+        Breaker::new(Arc::new(ToolPolicy::from(
+            crate::registry::CircuitBreakerConfig {
+                failure_threshold: 3,
+                recovery_duration: Duration::from_millis(T.recovery),
+                probe_timeout: Duration::from_millis(T.lease),
+            },
+        )))
+    }
+
+    #[test]
+    fn the_refusal_fast_path_agrees_with_the_step() {
+        for deadline in [0, 1, 29_999, 30_000, 30_001, NEVER - 1, NEVER] {
+            for now in [0, 1, 29_999, 30_000, 30_001, NEVER - 2, NEVER - 1] {
+                let w = Word::open(5, deadline);
+                let b = breaker_like_t();
+                b.word.store(w.encode(), Ordering::Relaxed);
+                let s = run(w, Event::Acquire, now);
+                match b.refusal_while_open(|| now) {
+                    Some(retry_after) => {
+                        assert_eq!(s.verdict, Verdict::Refused { retry_after });
+                        assert_eq!(s.next, w, "a refusal while open changes nothing");
+                        assert!(s.transition.is_none() && !s.expired_lease);
+                    }
+                    None => assert!(matches!(s.verdict, Verdict::Probe { .. })),
+                }
+            }
+        }
+        for w in [
+            Word::closed(3),
+            Word::half_open(4, 40_000),
+            Word::half_open(4, 10),
+        ] {
+            let b = breaker_like_t();
+            b.word.store(w.encode(), Ordering::Relaxed);
+            assert_eq!(b.refusal_while_open(|| 20_000), None, "{w:?}");
+        }
     }
 
     #[test]

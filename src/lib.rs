@@ -38,6 +38,7 @@
 //! | [`breaker`] | the breaker word, its pure transition function, [`BreakerState`] |
 //! | [`gate`] | [`GateDecision`], [`Permit`], [`CallOutcome`], [`REFUSAL_MESSAGE`] |
 //! | [`registry`] | [`ToolHealthRegistry`]: names → entries, gate and record by name, reads |
+//! | [`handle`] | [`ToolHandle`]: gate and record on a pre-resolved tool |
 //! | [`router`] | [`HealthRouter`]: fallbacks |
 //! | [`policy`] | [`ToolPolicy`]: trip policy (consecutive / failure rate), slow calls, backoff |
 //! | [`control`] | [`ToolControl`]: force open, force closed, shadow mode |
@@ -65,7 +66,8 @@
 //! # Hot path
 //!
 //! After the first record of a tool name, the gate and the record paths take no lock and
-//! allocate nothing: a lock-free map lookup, then atomics (see [`registry`]).
+//! allocate nothing: a lock-free map lookup, then atomics (see [`registry`]). A [`ToolHandle`]
+//! (from [`ToolHealthRegistry::handle`]) skips the lookup. `BENCHMARKS.md` has the figures.
 
 #![forbid(unsafe_code)]
 
@@ -73,6 +75,8 @@ pub mod breaker;
 pub mod clock;
 pub mod control;
 pub mod gate;
+pub mod handle;
+mod index;
 pub mod layer;
 pub mod metrics;
 #[cfg(feature = "otlp")]
@@ -86,6 +90,7 @@ pub use breaker::{BreakerState, Transition, TransitionReason};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use gate::{CallOutcome, GateDecision, Permit, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
+pub use handle::ToolHandle;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
 pub use policy::{Apply, Backoff, JitterSource, ToolPolicy, TripPolicy};

@@ -13,6 +13,16 @@
 //!   high-water mark over **all** calls, failed ones included: a timeout is tail latency too.
 //!   Latency never feeds the score.
 //!
+//! # Stripes
+//!
+//! The counters every call writes (successes, failures, refusals, caller errors, the duration
+//! sum) are kept in `STRIPES` (2) copies, each alone on its cache line(s), and a thread always
+//! writes the same stripe (threads are dealt stripes in turn). Two threads calling one tool
+//! then write different lines and never steal a line from each other on the success path: the
+//! other fields it touches (the high-water mark, the EWMA, the breaker word) are only read
+//! there, so they stay shared in both caches. Readers add the stripes up. The stripes are one
+//! separate 128-byte allocation per tool: the entry itself stays small and unaligned.
+//!
 //! # Orderings
 //!
 //! Every access is `Relaxed`. Each counter is an independent monotonic (or CAS-updated) value;
@@ -20,8 +30,9 @@
 //! while calls are being recorded may see one counter updated and another not yet; at
 //! quiescence `total == success + failure` holds exactly (total is derived, not stored).
 
+use std::cell::Cell;
 use std::sync::atomic::{
-    AtomicU64,
+    AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
 use std::time::Duration;
@@ -98,19 +109,50 @@ pub(crate) fn health_score(success_rate: f64, ewma: f64) -> f64 {
     0.3 * success_rate + 0.7 * ewma
 }
 
-/// The lock-free statistics of one tool.
-#[derive(Debug)]
-pub(crate) struct ToolStats {
+/// How many copies of the per-call counters each tool keeps (see "Stripes" in the module docs):
+/// two, the cores of the machines this is measured on; more would cost 64 bytes per tool each.
+pub(crate) const STRIPES: usize = 2;
+
+/// The counters one thread writes, alone on a cache line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Stripe {
     success: AtomicU64,
     failure: AtomicU64,
     /// Calls whose outcome was a caller error: neither success nor failure.
     ignored: AtomicU64,
     /// Calls refused by the breaker (zero duration, not a failure).
     refused: AtomicU64,
-    /// Calls shadow mode let through that the breaker would have refused.
-    shadow_refused: AtomicU64,
+    /// Saturating.
     total_duration_ns: AtomicU64,
+}
+
+/// This thread's stripe: dealt in turn on the thread's first record, then fixed.
+#[inline(always)]
+fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    STRIPE.with(|s| match s.get() {
+        usize::MAX => {
+            let i = NEXT.fetch_add(1, Relaxed) % STRIPES;
+            s.set(i);
+            i
+        }
+        i => i,
+    })
+}
+
+/// The lock-free statistics of one tool.
+#[derive(Debug)]
+pub(crate) struct ToolStats {
+    stripes: Box<[Stripe; STRIPES]>,
+    /// Calls shadow mode let through that the breaker would have refused (rare: unstriped).
+    shadow_refused: AtomicU64,
+    /// Read on every call, written only when raised: shared between threads.
     max_duration_ns: AtomicU64,
+    /// Read on every call, written only when it moves (never at 1.0 on a run of successes).
     ewma: AtomicU64,
 }
 
@@ -158,12 +200,8 @@ impl StatsSnapshot {
 impl Default for ToolStats {
     fn default() -> Self {
         Self {
-            success: AtomicU64::new(0),
-            failure: AtomicU64::new(0),
-            ignored: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            stripes: Box::default(),
             shadow_refused: AtomicU64::new(0),
-            total_duration_ns: AtomicU64::new(0),
             max_duration_ns: AtomicU64::new(0),
             ewma: AtomicU64::new(EWMA_SCALE),
         }
@@ -174,21 +212,27 @@ impl ToolStats {
     /// Records one finished call.
     #[inline]
     pub(crate) fn record(&self, success: bool, duration: Duration) {
+        let stripe = self.stripe();
         // SeqCst: the registry's eviction handshake orders this count against the sweep (see
         // `ToolHealthRegistry::touch`); on x86-64 it costs what Relaxed costs.
         if success {
-            self.success.fetch_add(1, SeqCst);
+            stripe.success.fetch_add(1, SeqCst);
         } else {
-            self.failure.fetch_add(1, SeqCst);
+            stripe.failure.fetch_add(1, SeqCst);
         }
-        self.add_duration(duration_to_nanos(duration));
+        self.add_duration(stripe, duration_to_nanos(duration));
         self.step_ewma(success);
+    }
+
+    #[inline(always)]
+    fn stripe(&self) -> &Stripe {
+        &self.stripes[stripe_index()]
     }
 
     /// Records a call refused by the breaker: it has no duration and is not a failure.
     #[inline]
     pub(crate) fn record_refused(&self) {
-        self.refused.fetch_add(1, Relaxed);
+        self.stripe().refused.fetch_add(1, Relaxed);
     }
 
     /// Records a call shadow mode let through that the breaker would have refused.
@@ -200,17 +244,19 @@ impl ToolStats {
     /// Back to a fresh tool's numbers. Not atomic as a whole: a call recorded concurrently
     /// may survive the reset in some counters.
     pub(crate) fn reset(&self) {
-        for c in [
-            &self.success,
-            &self.failure,
-            &self.ignored,
-            &self.refused,
-            &self.shadow_refused,
-            &self.total_duration_ns,
-            &self.max_duration_ns,
-        ] {
-            c.store(0, Relaxed);
+        for s in self.stripes.iter() {
+            for c in [
+                &s.success,
+                &s.failure,
+                &s.ignored,
+                &s.refused,
+                &s.total_duration_ns,
+            ] {
+                c.store(0, Relaxed);
+            }
         }
+        self.shadow_refused.store(0, Relaxed);
+        self.max_duration_ns.store(0, Relaxed);
         self.ewma.store(EWMA_SCALE, Relaxed);
     }
 
@@ -218,13 +264,13 @@ impl ToolStats {
     /// but neither a success nor a failure of the tool, and no duration.
     #[inline]
     pub(crate) fn record_ignored(&self) {
-        self.ignored.fetch_add(1, Relaxed);
+        self.stripe().ignored.fetch_add(1, Relaxed);
     }
 
     #[inline]
-    fn add_duration(&self, ns: u64) {
+    fn add_duration(&self, stripe: &Stripe, ns: u64) {
         if ns != 0 {
-            let _ = self
+            let _ = stripe
                 .total_duration_ns
                 .fetch_update(Relaxed, Relaxed, |t| Some(t.saturating_add(ns)));
         }
@@ -248,13 +294,19 @@ impl ToolStats {
     }
 
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        let sum = |field: fn(&Stripe) -> &AtomicU64| {
+            self.stripes
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(field(s).load(Relaxed)))
+        };
         StatsSnapshot {
-            success: self.success.load(Relaxed),
-            failure: self.failure.load(Relaxed),
-            ignored: self.ignored.load(Relaxed),
-            refused: self.refused.load(Relaxed),
+            success: sum(|s| &s.success),
+            failure: sum(|s| &s.failure),
+            ignored: sum(|s| &s.ignored),
+            refused: sum(|s| &s.refused),
             shadow_refused: self.shadow_refused.load(Relaxed),
-            total_duration_ns: self.total_duration_ns.load(Relaxed),
+            // Each stripe saturates and so does their sum: the total never wraps.
+            total_duration_ns: sum(|s| &s.total_duration_ns),
             max_duration_ns: self.max_duration_ns.load(Relaxed),
             ewma: self.ewma.load(Relaxed),
         }
@@ -338,6 +390,28 @@ mod tests {
         let snap = s.snapshot();
         assert_eq!(snap.max_duration_ns, 900_000_000);
         assert_eq!(snap.avg_duration(), Duration::from_millis(455));
+    }
+
+    #[test]
+    fn stripes_add_up_across_threads() {
+        let s = ToolStats::default();
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let s = &s;
+                scope.spawn(move || {
+                    for _ in 0..1_000 {
+                        s.record(t % 2 == 0, Duration::from_nanos(t + 1));
+                        s.record_refused();
+                    }
+                    s.record_ignored();
+                });
+            }
+        });
+        let snap = s.snapshot();
+        assert_eq!((snap.success, snap.failure), (2_000, 2_000));
+        assert_eq!((snap.refused, snap.ignored), (4_000, 4));
+        assert_eq!(snap.total_duration_ns, 10_000);
+        assert_eq!(snap.max_duration_ns, 4);
     }
 
     #[test]

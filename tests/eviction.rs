@@ -15,6 +15,7 @@ fn setup() -> (ToolHealthRegistry, ManualClock) {
     let clock = ManualClock::new();
     let r = ToolHealthRegistry::builder()
         .clock(clock.clone())
+        .evictable()
         .config(CircuitBreakerConfig {
             failure_threshold: 1,
             ..Default::default()
@@ -71,7 +72,10 @@ fn open_and_half_open_breakers_are_never_evicted() {
 #[test]
 fn tools_with_failures_or_controls_are_kept() {
     let clock = ManualClock::new();
-    let r = ToolHealthRegistry::builder().clock(clock.clone()).build();
+    let r = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .evictable()
+        .build();
     r.record_failure("failing", MS); // closed (threshold 3) but failing
     r.record_success("isolated", MS);
     r.force_open("isolated");
@@ -144,7 +148,7 @@ fn without_eviction_the_cap_holds_and_overflow_counts() {
 fn a_failure_racing_a_sweep_is_never_lost() {
     const OPS: usize = 200_000;
     const TOOLS: usize = 16;
-    let r = Arc::new(ToolHealthRegistry::builder().build());
+    let r = Arc::new(ToolHealthRegistry::builder().evictable().build());
     let done = Arc::new(AtomicBool::new(false));
     let sweeper = {
         let (r, done) = (r.clone(), done.clone());
@@ -174,4 +178,42 @@ fn a_failure_racing_a_sweep_is_never_lost() {
     done.store(true, Ordering::Release);
     let evicted = sweeper.join().unwrap();
     assert!(evicted > 0, "the sweeper did evict fresh tools meanwhile");
+}
+
+#[test]
+fn a_registry_built_without_eviction_never_evicts() {
+    let clock = ManualClock::new();
+    let r = ToolHealthRegistry::builder().clock(clock.clone()).build();
+    r.record_success("t", MS);
+    for _ in 0..3 {
+        clock.advance(60 * MIN);
+        assert_eq!(r.evict_idle(Duration::ZERO), 0);
+    }
+    assert!(r.snapshot("t").is_some());
+}
+
+#[test]
+fn a_handle_on_an_evicted_tool_follows_the_live_entry() {
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        ToolHealthRegistry::builder()
+            .clock(clock.clone())
+            .evictable()
+            .config(CircuitBreakerConfig {
+                failure_threshold: 1,
+                ..Default::default()
+            })
+            .build(),
+    );
+    let h = r.handle("t").unwrap();
+    h.record_success(MS);
+    clock.advance(MIN);
+    assert_eq!(r.evict_idle(Duration::ZERO), 1);
+    assert!(r.snapshot("t").is_none());
+    // The handle's entry is gone; its records and gates go to the live one.
+    h.record_failure(MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+    assert!(!h.allow_request(), "the handle sees the live, open breaker");
+    assert!(!h.is_tool_available());
+    assert_eq!(r.snapshot("t").unwrap().failure_count, 1);
 }

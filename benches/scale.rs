@@ -1,0 +1,125 @@
+//! Goal 4: gate + record by name as the number of tracked tools grows; a health summary and one
+//! metrics collection at 10,000 tools.
+
+use std::hint::black_box;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::reader::MetricReader;
+use opentelemetry_sdk::metrics::{
+    Instrument, InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Stream, Temporality,
+};
+use tool_health::ToolHealthRegistry;
+
+mod common;
+
+const DURATION: Duration = Duration::from_micros(1_500);
+
+/// A registry tracking `n` tools named by [`common::tool_name`], each recorded once.
+fn registry_with(n: usize) -> Arc<ToolHealthRegistry> {
+    let registry = Arc::new(ToolHealthRegistry::builder().max_tools(n).build());
+    for i in 0..n {
+        registry.record_success(&common::tool_name(i), DURATION);
+    }
+    assert_eq!(registry.tracked_tools(), n);
+    registry
+}
+
+fn scale(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scale");
+    for n in [1, 1_000, 100_000] {
+        let registry = registry_with(n);
+        let names: Vec<String> = (0..n).map(common::tool_name).collect();
+
+        // One hot tool among `n` tracked: what the map's size costs a call.
+        let hot = names[n / 2].as_str();
+        g.bench_with_input(BenchmarkId::new("hot_tool", n), &n, |b, _| {
+            b.iter(|| {
+                let allowed = registry.allow_request(black_box(hot));
+                black_box(registry.record_success(black_box(hot), black_box(DURATION)));
+                allowed
+            })
+        });
+
+        // Every call on the next tool, round-robin over all `n`: the working set is the whole
+        // registry, so at 100,000 tools most calls miss the caches.
+        let mut i = 0;
+        g.bench_with_input(BenchmarkId::new("round_robin", n), &n, |b, _| {
+            b.iter(|| {
+                let tool = names[i].as_str();
+                i = if i + 1 == n { 0 } else { i + 1 };
+                let allowed = registry.allow_request(tool);
+                black_box(registry.record_success(tool, black_box(DURATION)));
+                allowed
+            })
+        });
+    }
+    g.finish();
+}
+
+/// Lets the bench keep a handle on the reader the provider owns.
+#[derive(Debug, Clone)]
+struct SharedReader(Arc<ManualReader>);
+
+impl MetricReader for SharedReader {
+    fn register_pipeline(&self, pipeline: Weak<Pipeline>) {
+        self.0.register_pipeline(pipeline)
+    }
+    fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+    fn temporality(&self, kind: InstrumentKind) -> Temporality {
+        self.0.temporality(kind)
+    }
+}
+
+fn collect(c: &mut Criterion) {
+    let mut g = c.benchmark_group("collect_10k");
+    g.sample_size(20);
+    let registry = registry_with(10_000);
+
+    g.bench_function("health_summary", |b| {
+        b.iter(|| black_box(registry.health_summary()))
+    });
+
+    let reader = SharedReader(Arc::new(ManualReader::builder().build()));
+    // The SDK folds series past 2,000 per instrument into one overflow series by default; a
+    // registry of 10,000 tools publishes one series per tool (and more per outcome or state),
+    // so the limit is raised to collect them all, as a deployment of this size would.
+    let provider = SdkMeterProvider::builder()
+        .with_reader(reader.clone())
+        .with_view(|_: &Instrument| {
+            Stream::builder()
+                .with_cardinality_limit(100_000)
+                .build()
+                .ok()
+        })
+        .build();
+    let meter = provider.meter("tool-health-bench");
+    tool_health::publish_metrics(&registry, &meter);
+    let mut rm = ResourceMetrics::default();
+    g.bench_function("metrics_collection", |b| {
+        b.iter(|| {
+            reader.collect(&mut rm).expect("collect");
+            black_box(&rm);
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = common::config();
+    targets = scale, collect
+}
+criterion_main!(benches);

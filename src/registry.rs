@@ -360,7 +360,7 @@ impl Names {
         }
     }
 
-    fn for_each(&self, mut f: impl FnMut(&Arc<Entry>)) {
+    fn for_each(&self, f: impl FnMut(&Arc<Entry>)) {
         match self {
             Names::Grow(index) => index.iter().for_each(f),
             Names::Removable(map) => map.pin().values().for_each(f),

@@ -66,7 +66,7 @@
 //! # Hot path
 //!
 //! After the first record of a tool name, the gate and the record paths take no lock and
-//! allocate nothing: a lock-free map lookup, then atomics (see [`registry`]). A [`ToolHandle`]
+//! allocate nothing: a guard-free index lookup (plain loads), then atomics (see [`registry`]). A [`ToolHandle`]
 //! (from [`ToolHealthRegistry::handle`]) skips the lookup. `BENCHMARKS.md` has the figures.
 
 #![forbid(unsafe_code)]

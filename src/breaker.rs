@@ -613,6 +613,7 @@ impl Breaker {
         self.policy.load_full()
     }
 
+    #[inline(always)]
     fn has_window(&self, order: Ordering) -> bool {
         self.aux.load(order) & AUX_WINDOW != 0
     }

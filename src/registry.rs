@@ -334,11 +334,33 @@ enum Names {
 }
 
 impl Names {
+    /// Runs `f` on the tool's entry. `f` has one call site, so it inlines into the caller's
+    /// hot path; the removable map hands out an owned `Arc` (two reference-count operations,
+    /// part of the evictable registry's extra cost) so that no guard outlives the lookup.
     #[inline(always)]
     fn with<R>(&self, tool: &str, f: impl FnOnce(&Arc<Entry>) -> R) -> Option<R> {
+        let owned;
+        let entry = match self {
+            Names::Grow(index) => index.get(tool)?,
+            Names::Removable(map) => {
+                owned = map.pin().get(tool).cloned()?;
+                &owned
+            }
+        };
+        Some(f(entry))
+    }
+
+    /// The tool's entry, borrowed from the index, or (removable map) from `slot`, which holds
+    /// an owned `Arc` so that no guard outlives the lookup. No closure: the caller's hot path
+    /// stays one function for the optimiser.
+    #[inline(always)]
+    fn get<'a>(&'a self, tool: &str, slot: &'a mut Option<Arc<Entry>>) -> Option<&'a Arc<Entry>> {
         match self {
-            Names::Grow(index) => index.get(tool).map(f),
-            Names::Removable(map) => map.pin().get(tool).map(f),
+            Names::Grow(index) => index.get(tool),
+            Names::Removable(map) => {
+                *slot = map.pin().get(tool).cloned();
+                slot.as_ref()
+            }
         }
     }
 
@@ -876,9 +898,9 @@ impl ToolHealthRegistry {
     /// The gate, never bound to a span.
     #[inline(always)]
     pub fn check_detached(&self, tool: &str) -> GateDecision {
-        self.names
-            .with(tool, |e| self.check_on_entry(tool, Some(e)))
-            .unwrap_or(ALLOWED_UNTRACKED)
+        let mut slot = None;
+        let entry = self.names.get(tool, &mut slot);
+        self.check_on_entry(tool, entry.map(|e| &**e))
     }
 
     /// The gate on a resolved entry (`None`: an untracked tool, always allowed): the one
@@ -1030,11 +1052,13 @@ impl ToolHealthRegistry {
     ///
     /// A success while the breaker is half-open is taken as the probe's result and closes it;
     /// a success while open (or after the probe's lease expired) is ignored by the breaker.
+    #[inline]
     pub fn record_success(&self, tool: &str, duration: Duration) -> Recorded {
         self.record(tool, CallOutcome::Success, duration, None, None)
     }
 
     /// Records a failed call by name.
+    #[inline]
     pub fn record_failure(&self, tool: &str, duration: Duration) -> Recorded {
         self.record(tool, CallOutcome::Failure, duration, None, None)
     }
@@ -1063,6 +1087,7 @@ impl ToolHealthRegistry {
 
     /// Records by name with the permit's generation when there is one, and the call's
     /// `error.type` for observers (the duration histogram).
+    #[inline(always)]
     pub fn record(
         &self,
         tool: &str,
@@ -1085,11 +1110,9 @@ impl ToolHealthRegistry {
 
     #[inline(always)]
     fn record_inner(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
-        match self
-            .names
-            .with(tool, |e| self.record_entry_report(tool, Some(e), report))
-        {
-            Some(recorded) => recorded,
+        let mut slot = None;
+        match self.names.get(tool, &mut slot) {
+            Some(e) => self.record_entry_report(tool, Some(e), report),
             None => self.record_first_sight(tool, report),
         }
     }
@@ -1143,17 +1166,14 @@ impl ToolHealthRegistry {
         };
         let recorded = match entry {
             Some(e) => {
-                let mut applied = self.apply_record(e, report, duration);
+                let applied = self.apply_record(e, report, duration);
                 // Work first, then touch: a record never lands in an evicted entry (see
                 // `touch`); a retired entry's record is redone on a fresh one.
-                if !self.touch(e) {
-                    applied = self
-                        .with_entry_or_insert(tool, |live| {
-                            self.apply_record(live, report, duration)
-                        })
-                        .flatten();
+                if self.touch(e) {
+                    applied
+                } else {
+                    self.redo_record(tool, report, duration)
                 }
-                applied
             }
             None => {
                 self.count_overflow(outcome);
@@ -1178,6 +1198,19 @@ impl ToolHealthRegistry {
             overflow: entry.is_none(),
         });
         recorded
+    }
+
+    /// The record of a retired entry, redone on the live one (or a fresh one).
+    #[cold]
+    #[inline(never)]
+    fn redo_record(
+        &self,
+        tool: &str,
+        report: &CallReport<'_>,
+        duration: Duration,
+    ) -> Option<Applied> {
+        self.with_entry_or_insert(tool, |live| self.apply_record(live, report, duration))
+            .flatten()
     }
 
     /// A result on a tracked tool: its stats, then its breaker. `None` when the breaker has

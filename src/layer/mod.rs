@@ -153,6 +153,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tracing::span::{Attributes, Id, Record};
@@ -219,6 +220,17 @@ impl Drop for CallingOut {
     }
 }
 
+/// Slots of the direct-mapped callsite cache in front of the callsite map.
+const FAST_SLOTS: usize = 1024;
+/// The address bits a fast slot keeps (56: every user-space address of a 64-bit process; a
+/// static's address never differs from another's only above them).
+const FAST_ADDR_MASK: u64 = (1 << 56) - 1;
+
+fn fast_slot(addr: u64) -> usize {
+    // Metadata statics are at least 8-byte aligned and often close together: mix the bits.
+    (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % FAST_SLOTS
+}
+
 /// How many callsites a layer remembers; past it, new callsites are classified on every use.
 const MAX_CACHED_CALLSITES: usize = 65_536;
 
@@ -230,6 +242,8 @@ pub(crate) struct Shared {
     span_filter: Option<fn(&Metadata<'_>) -> bool>,
     classifier: SharedClassifier,
     callsites: papaya::HashMap<Identifier, Kind, foldhash::fast::RandomState>,
+    /// `(metadata address << 8) | kind`, 0 when empty: see [`Shared::kind`].
+    fast_kinds: Box<[AtomicU64; FAST_SLOTS]>,
 }
 
 impl Shared {
@@ -239,7 +253,26 @@ impl Shared {
     }
 
     /// What the callsite can be, decided once per callsite.
+    #[inline]
     pub(crate) fn kind(&self, meta: &'static Metadata<'static>) -> Kind {
+        // The fast path: a direct-mapped cache of plain atomic words, keyed by the metadata's
+        // address (one per callsite, static). No guard, no read-modify-write.
+        let addr = meta as *const Metadata<'static> as usize as u64;
+        let slot = &self.fast_kinds[fast_slot(addr)];
+        let cached = slot.load(Ordering::Relaxed);
+        if cached != 0 && cached >> 8 == addr & FAST_ADDR_MASK {
+            return Kind((cached & 0xFF) as u8);
+        }
+        let kind = self.kind_slow(meta);
+        slot.store(
+            ((addr & FAST_ADDR_MASK) << 8) | u64::from(kind.0),
+            Ordering::Relaxed,
+        );
+        kind
+    }
+
+    #[inline(never)]
+    fn kind_slow(&self, meta: &'static Metadata<'static>) -> Kind {
         let callsite = meta.callsite();
         let map = self.callsites.pin();
         if let Some(kind) = map.get(&callsite) {
@@ -532,6 +565,7 @@ impl ToolHealthLayerBuilder {
                 retry_after_field: self.retry_after_field,
                 span_filter: self.span_filter,
                 classifier: SharedClassifier(classifier),
+                fast_kinds: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
                 callsites: papaya::HashMap::builder()
                     .hasher(foldhash::fast::RandomState::default())
                     .build(),

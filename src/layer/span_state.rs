@@ -23,7 +23,7 @@ pub(crate) const HTTP_STATUS_FIELD: &str = "http.response.status_code";
 
 /// What a callsite can be, decided once per callsite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Kind(u8);
+pub(crate) struct Kind(pub(crate) u8);
 
 impl Kind {
     /// A span callsite that can be a tool span.

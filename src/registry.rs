@@ -898,6 +898,15 @@ impl ToolHealthRegistry {
     /// The gate, never bound to a span.
     #[inline(always)]
     pub fn check_detached(&self, tool: &str) -> GateDecision {
+        match &self.names {
+            Names::Grow(index) => self.check_on_entry(tool, index.get(tool).map(|e| &**e)),
+            Names::Removable(_) => self.check_removable(tool),
+        }
+    }
+
+    /// [`check_detached`](Self::check_detached) in an evicting registry, out of line.
+    #[inline(never)]
+    fn check_removable(&self, tool: &str) -> GateDecision {
         let mut slot = None;
         let entry = self.names.get(tool, &mut slot);
         self.check_on_entry(tool, entry.map(|e| &**e))
@@ -1110,6 +1119,19 @@ impl ToolHealthRegistry {
 
     #[inline(always)]
     fn record_inner(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
+        match &self.names {
+            Names::Grow(index) => match index.get(tool) {
+                Some(e) => self.record_entry_report(tool, Some(e), report),
+                None => self.record_first_sight(tool, report),
+            },
+            Names::Removable(_) => self.record_removable(tool, report),
+        }
+    }
+
+    /// [`record_inner`](Self::record_inner) in an evicting registry: out of line, so the
+    /// default index's path carries no owned-`Arc` slot.
+    #[inline(never)]
+    fn record_removable(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
         let mut slot = None;
         match self.names.get(tool, &mut slot) {
             Some(e) => self.record_entry_report(tool, Some(e), report),

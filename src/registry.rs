@@ -186,6 +186,23 @@ impl<'a> CallReport<'a> {
         }
     }
 
+    /// A report from the by-name record's parts (no retry hint).
+    #[inline(always)]
+    pub(crate) fn of(
+        outcome: CallOutcome,
+        duration: Duration,
+        generation: Option<u32>,
+        error_type: Option<&'a str>,
+    ) -> Self {
+        Self {
+            outcome,
+            duration,
+            generation,
+            error_type,
+            retry_after: None,
+        }
+    }
+
     /// With the permit the call was admitted with.
     pub fn permit(mut self, permit: Permit) -> Self {
         self.generation = Some(permit.generation);
@@ -1107,13 +1124,7 @@ impl ToolHealthRegistry {
     ) -> Recorded {
         self.record_inner(
             tool,
-            &CallReport {
-                outcome,
-                duration,
-                generation,
-                error_type,
-                retry_after: None,
-            },
+            &CallReport::of(outcome, duration, generation, error_type),
         )
     }
 
@@ -1163,13 +1174,7 @@ impl ToolHealthRegistry {
         self.record_entry_report(
             tool,
             entry,
-            &CallReport {
-                outcome,
-                duration,
-                generation,
-                error_type,
-                retry_after: None,
-            },
+            &CallReport::of(outcome, duration, generation, error_type),
         )
     }
 

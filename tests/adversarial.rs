@@ -1,11 +1,7 @@
 //! Adversarial input: a million invented names, huge and odd names, spans stuffed with fields,
 //! non-string GenAI values, a 10 KiB `error.type`. No panic, bounded memory, clear behaviour.
 
-// The counting global allocator needs `unsafe impl GlobalAlloc`; the library forbids unsafe.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,26 +13,12 @@ use tool_health::{
 };
 use tracing_subscriber::layer::SubscriberExt;
 
-struct Counting;
-static LIVE: AtomicI64 = AtomicI64::new(0);
+mod support;
 
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use support::LIVE;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: support::Counting = support::Counting;
 
 /// The allocator counts the whole process: tests in this binary run one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

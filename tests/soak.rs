@@ -4,52 +4,22 @@
 //! oracle agrees with the gate, and the heap is flat after warm-up. The CI run is shortened;
 //! the full 10-million-operation run is `cargo test --release --test soak -- --ignored`.
 
-// The counting global allocator needs `unsafe impl GlobalAlloc`; the library itself forbids
-// unsafe code.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
 use tool_health::{CircuitBreakerConfig, GateDecision, ManualClock, ToolHealthRegistry};
 
-/// Counts live heap bytes, so the test can show the heap stays flat.
-struct Counting;
-static LIVE: AtomicI64 = AtomicI64::new(0);
+mod support;
 
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use support::{XorShift, LIVE};
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: support::Counting = support::Counting;
 
 const TOOLS: usize = 1_000;
-
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 #[derive(Default)]
 struct Tally {

@@ -5,6 +5,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+mod support;
+
+use support::XorShift;
 use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
 
 fn registry(recovery: Duration) -> (Arc<ToolHealthRegistry>, ManualClock) {
@@ -61,17 +64,6 @@ fn racing_gates_get_exactly_one_probe_per_episode() {
     }
     let s = r.snapshot("t").unwrap();
     assert_eq!(s.refused_count as usize, EPISODES * (THREADS * TRIES - 1));
-}
-
-/// A tiny deterministic generator, so the test needs no extra dependency.
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 #[derive(Default, Debug, Clone, Copy, PartialEq)]

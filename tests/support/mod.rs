@@ -1,0 +1,44 @@
+//! What several test binaries share: a counting global allocator and a tiny deterministic
+//! random generator. Each binary that counts bytes declares
+//! `#[global_allocator] static ALLOC: support::Counting = support::Counting;`.
+
+#![allow(dead_code)]
+// each binary uses a part
+// The counting allocator needs `unsafe impl GlobalAlloc`; the library itself forbids unsafe.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// Live heap bytes of the process, kept by [`Counting`].
+pub(crate) static LIVE: AtomicI64 = AtomicI64::new(0);
+
+/// A global allocator that counts live heap bytes in [`LIVE`].
+pub(crate) struct Counting;
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// A tiny deterministic generator (xorshift64), so tests need no extra dependency.
+pub(crate) struct XorShift(pub(crate) u64);
+
+impl XorShift {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}

@@ -62,8 +62,12 @@
 //! stale result never closing or re-opening a newer episode, a late success after lease expiry
 //! never closing, generations only growing, the oracle agreeing with the gate.
 
+// Loom's atomics only in the library's own test build: the crate is also built as a normal
+// dependency (its dev-dependency on itself), where loom is not available.
+#[cfg(all(test, tool_health_loom))]
+use loom::sync::atomic::AtomicU64;
 use std::fmt;
-#[cfg(not(tool_health_loom))]
+#[cfg(not(all(test, tool_health_loom)))]
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -664,10 +664,6 @@ impl Breaker {
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
-    #[allow(
-        dead_code,
-        reason = "read by the metrics publisher (src/metrics.rs, being written in another worktree)"
-    )]
     pub(crate) fn transition_counts(&self) -> [u64; 4] {
         std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
     }

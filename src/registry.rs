@@ -328,7 +328,6 @@ impl Entry {
 
 /// A read-only view of one entry for the crate's own exporters.
 #[derive(Debug, Clone, Copy)]
-#[allow(dead_code)] // read by the metrics exporter
 pub(crate) struct EntryView {
     pub(crate) stats: StatsSnapshot,
     pub(crate) state: BreakerState,
@@ -1515,8 +1514,7 @@ impl ToolHealthRegistry {
     }
 
     /// Visits every tracked tool without allocating per tool (for exporters).
-    #[allow(dead_code)] // read by the metrics exporter
-    pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView)) {
+        pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView)) {
         let now = self.now_ticks();
         self.names.for_each(|e| {
             let view = EntryView {

@@ -1514,7 +1514,7 @@ impl ToolHealthRegistry {
     }
 
     /// Visits every tracked tool without allocating per tool (for exporters).
-        pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView)) {
+    pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView)) {
         let now = self.now_ticks();
         self.names.for_each(|e| {
             let view = EntryView {

@@ -18,7 +18,9 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+use std::time::Instant;
 
 /// A source of monotonic time.
 ///
@@ -28,20 +30,56 @@ use std::time::{Duration, Instant};
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Monotonic time since this clock's origin.
     fn now(&self) -> Duration;
+
+    /// A cheaper reading of the same time line that may lag [`now`](Clock::now) by a bounded
+    /// amount and never runs ahead of it.
+    ///
+    /// The registry uses it only where a late reading errs on the safe side: to find out that
+    /// an open breaker is still cooling down, on every refused call. When it says a cooldown has
+    /// run out, the registry reads [`now`](Clock::now) before changing anything, so a coarse
+    /// reading can keep a breaker open for at most its lag past the cooldown, never end the
+    /// cooldown early. The default is [`now`](Clock::now) itself (exact); [`SystemClock`]
+    /// overrides it on Linux with `CLOCK_MONOTONIC_COARSE`.
+    fn now_coarse(&self) -> Duration {
+        self.now()
+    }
 }
 
-/// The default clock: [`Instant`]-based, with its origin at construction.
+/// The default clock: the operating system's monotonic clock, with its origin at construction.
+///
+/// On Linux it reads `CLOCK_MONOTONIC` (what [`Instant`](std::time::Instant) reads) for [`Clock::now`] and
+/// `CLOCK_MONOTONIC_COARSE` for [`Clock::now_coarse`]: the same time line, updated once per
+/// kernel tick (1–4 ms, `clock_getres` tells), and several times cheaper to read in virtual
+/// machines whose time-stamp counter is slow to read. Elsewhere both are [`Instant`](std::time::Instant)
+/// readings.
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
-    origin: Instant,
+    origin: Origin,
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+type Origin = Duration;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+type Origin = Instant;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[inline]
+fn read(id: rustix::time::ClockId) -> Duration {
+    let t = rustix::time::clock_gettime(id);
+    // The kernel's monotonic readings are non-negative and their nanoseconds below 10^9.
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u32::try_from(t.tv_nsec).unwrap_or(0).min(999_999_999);
+    Duration::new(secs, nanos)
 }
 
 impl SystemClock {
     /// A system clock whose origin is now.
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-        }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let origin = read(rustix::time::ClockId::Monotonic);
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let origin = Instant::now();
+        Self { origin }
     }
 }
 
@@ -51,7 +89,22 @@ impl Default for SystemClock {
     }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl Clock for SystemClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        read(rustix::time::ClockId::Monotonic).saturating_sub(self.origin)
+    }
+
+    #[inline]
+    fn now_coarse(&self) -> Duration {
+        read(rustix::time::ClockId::MonotonicCoarse).saturating_sub(self.origin)
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+impl Clock for SystemClock {
+    #[inline]
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }
@@ -139,6 +192,25 @@ mod tests {
         assert_eq!(c.now(), Duration::from_nanos(u64::MAX));
         c.set(Duration::ZERO);
         assert_eq!(c.now(), Duration::from_nanos(u64::MAX));
+    }
+
+    #[test]
+    fn system_clock_coarse_reading_never_runs_ahead_and_lags_little() {
+        let c = SystemClock::new();
+        for _ in 0..10_000 {
+            let coarse = c.now_coarse();
+            let exact = c.now();
+            assert!(coarse <= exact, "coarse {coarse:?} ahead of {exact:?}");
+            // One kernel tick is at most 10 ms (HZ = 100); allow for descheduling between reads.
+            assert!(exact - coarse < Duration::from_millis(100), "{coarse:?} vs {exact:?}");
+        }
+    }
+
+    #[test]
+    fn manual_clock_coarse_reading_is_exact() {
+        let c = ManualClock::new();
+        c.advance(Duration::from_nanos(1_234_567));
+        assert_eq!(c.now_coarse(), c.now());
     }
 
     #[test]

@@ -683,6 +683,12 @@ impl ToolHealthRegistry {
         breaker::ticks_of_instant(self.clock.now())
     }
 
+    /// The clock's [coarse reading](Clock::now_coarse) in ticks: only for "still cooling down?".
+    #[inline]
+    fn coarse_now_ticks(&self) -> u64 {
+        breaker::ticks_of_instant(self.clock.now_coarse())
+    }
+
     #[inline]
     fn with_entry<R>(&self, tool: &str, f: impl FnOnce(&Entry) -> R) -> Option<R> {
         self.names.with(tool, |e| f(e))
@@ -998,8 +1004,9 @@ impl ToolHealthRegistry {
         let control = e.control.raw();
         if control == 0 {
             // The common refusal: an Open breaker still cooling down, decided on one load and
-            // one clock read, without the full step.
-            if let Some(retry_after) = e.breaker.refusal_while_open(|| self.now_ticks()) {
+            // one coarse clock read, without the full step. The coarse reading lags, never
+            // leads: it can keep the breaker open a tick longer, never end a cooldown early.
+            if let Some(retry_after) = e.breaker.refusal_while_open(|| self.coarse_now_ticks()) {
                 e.stats.record_refused();
                 return Verdict::Refused { retry_after };
             }
@@ -1059,7 +1066,9 @@ impl ToolHealthRegistry {
         }
         let control = e.control.raw();
         if control == 0 {
-            return e.breaker.would_allow(|| self.now_ticks());
+            // The gate's own two readings, in its order (see `gate_entry`).
+            return e.breaker.refusal_while_open(|| self.coarse_now_ticks()).is_none()
+                && e.breaker.would_allow(|| self.now_ticks());
         }
         let ctl = Control::decode(control);
         let now = self.now_ticks();

@@ -551,3 +551,54 @@ fn the_oracle_never_consumes_the_probe() {
     assert_eq!(r.breaker_state("t"), BreakerState::Open);
     assert!(r.allow_request("t"));
 }
+
+/// A clock whose coarse reading lags its exact one by a fixed amount (like a kernel tick).
+#[derive(Debug, Clone)]
+struct LaggingClock {
+    exact: ManualClock,
+    lag: Duration,
+}
+
+impl tool_health::Clock for LaggingClock {
+    fn now(&self) -> Duration {
+        self.exact.now()
+    }
+    fn now_coarse(&self) -> Duration {
+        self.exact.now().saturating_sub(self.lag)
+    }
+}
+
+#[test]
+fn a_lagging_coarse_reading_keeps_the_breaker_open_at_most_its_lag_never_less() {
+    let exact = ManualClock::new();
+    let clock = LaggingClock {
+        exact: exact.clone(),
+        lag: 4 * MS,
+    };
+    let r = ToolHealthRegistry::builder().clock(clock).build();
+    trip(&r, "t");
+
+    // Before the cooldown on both readings: refused, retry-after from the coarse reading
+    // (over-estimated by the lag, never under).
+    exact.advance(10 * SEC);
+    assert_eq!(
+        r.check("t"),
+        GateDecision::Refused {
+            retry_after: 20 * SEC + 4 * MS
+        }
+    );
+    // The cooldown has run out on the exact clock but not on the coarse one: still refused,
+    // and the oracle agrees with the gate.
+    exact.advance(20 * SEC);
+    assert!(!r.is_tool_available("t"));
+    assert!(!r.allow_request("t"));
+    exact.advance(3 * MS);
+    assert!(!r.is_tool_available("t"));
+    assert!(!r.allow_request("t"));
+    // One lag past the cooldown: the probe, exactly once.
+    exact.advance(MS);
+    assert!(r.is_tool_available("t"));
+    assert!(matches!(r.check("t"), GateDecision::Probe(_)));
+    assert!(!r.allow_request("t"));
+    assert_eq!(r.snapshot("t").unwrap().refused_count, 4);
+}

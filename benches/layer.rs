@@ -84,6 +84,19 @@ fn layer(c: &mut Criterion) {
             g.bench_function(*name, |b| b.iter(other_span));
         });
     }
+    // The same span while a tool call is in flight (here: an entered tool span around the
+    // loop): closing it then needs a span lookup to tell it is not a tool span.
+    for (name, dispatch) in &setups[1..3] {
+        tracing::dispatcher::with_default(dispatch, || {
+            let tool = tracing::info_span!(
+                "execute_tool search",
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = "search",
+            );
+            let _in_tool = tool.enter();
+            g.bench_function(format!("{name}_during_tool_call"), |b| b.iter(other_span));
+        });
+    }
     g.finish();
     let _ = provider.shutdown();
 }

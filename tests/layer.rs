@@ -201,6 +201,47 @@ fn non_tool_spans_are_untouched() {
 }
 
 #[test]
+fn tool_spans_closed_on_other_threads_amid_other_spans_are_each_recorded_once() {
+    // The layer skips the span lookup when closing a span while none of its tool spans is
+    // open; tool spans opened on one thread and closed on others, interleaved with other
+    // spans before, between and after them, must still each be recorded exactly once.
+    for stack in ALL_STACKS {
+        let (_clock, registry) = new_registry(1_000);
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            drop(tracing::info_span!("before"));
+            for round in 0..50 {
+                let spans: Vec<_> = (0..4).map(|_| tool_span!("search")).collect();
+                let dispatch = h.dispatch.clone();
+                std::thread::scope(|scope| {
+                    for (i, span) in spans.into_iter().enumerate() {
+                        let dispatch = dispatch.clone();
+                        scope.spawn(move || {
+                            tracing::dispatcher::with_default(&dispatch, || {
+                                drop(tracing::info_span!("db.query"));
+                                if (round + i) % 3 == 0 {
+                                    span.in_scope(|| tracing::error!("boom"));
+                                }
+                                drop(span);
+                                drop(tracing::info_span!("after"));
+                            });
+                        });
+                    }
+                });
+                drop(tracing::info_span!("between"));
+            }
+        });
+        let (success, failure, _, _) = calls(&registry, "search");
+        assert_eq!(success + failure, 200, "{stack:?}");
+        let failed = (0..50)
+            .flat_map(|r| (0..4).map(move |i| (r + i) % 3 == 0))
+            .filter(|f| *f)
+            .count() as u64;
+        assert_eq!(failure, failed, "{stack:?}");
+    }
+}
+
+#[test]
 fn an_error_in_a_nested_child_span_fails_the_tool() {
     for stack in ALL_STACKS {
         let (_clock, registry) = new_registry(3);

@@ -153,7 +153,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tracing::span::{Attributes, Id, Record};
@@ -244,6 +244,11 @@ pub(crate) struct Shared {
     callsites: papaya::HashMap<Identifier, Kind, foldhash::fast::RandomState>,
     /// `(metadata address << 8) | kind`, 0 when empty: see [`Shared::kind`].
     fast_kinds: Box<[AtomicU64; FAST_SLOTS]>,
+    /// Tool spans this layer family holds state for and that have not closed yet. While it is
+    /// zero, a closing span cannot be one of ours, and `on_close` returns without looking the
+    /// span up. Relaxed is enough: a span's increment happens before its own close (the
+    /// subscriber's span store orders them), so that close reads at least one.
+    live_tool_spans: AtomicUsize,
 }
 
 impl Shared {
@@ -566,6 +571,7 @@ impl ToolHealthLayerBuilder {
                 span_filter: self.span_filter,
                 classifier: SharedClassifier(classifier),
                 fast_kinds: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
+                live_tool_spans: AtomicUsize::new(0),
                 callsites: papaya::HashMap::builder()
                     .hasher(foldhash::fast::RandomState::default())
                     .build(),
@@ -617,6 +623,7 @@ where
         let mut state = ToolSpan::new(self.shared.id(), start, kind.has(Kind::HAS_OPERATION));
         state.apply(fields);
         extensions.insert(state);
+        self.shared.live_tool_spans.fetch_add(1, Ordering::Relaxed);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
@@ -706,6 +713,10 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        // No tool span of ours is open: this one is not ours, and costs one load.
+        if self.shared.live_tool_spans.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let Some(span) = ctx.span(&id) else {
             return;
         };
@@ -721,6 +732,7 @@ where
         };
         drop(span);
         if let Some(mut state) = state {
+            self.shared.live_tool_spans.fetch_sub(1, Ordering::Relaxed);
             state.panicked |= std::thread::panicking();
             self.finish(&id, state);
         }

@@ -114,7 +114,86 @@ fn collect(c: &mut Criterion) {
             black_box(&rm);
         })
     });
+
+    // The floor under it: the same number of series, with the same attribute shapes, observed
+    // by callbacks that only replay prebuilt attributes and constants. What the SDK charges per
+    // observed point, whoever observes it.
+    let floor_reader = SharedReader(Arc::new(ManualReader::builder().build()));
+    let floor_provider = SdkMeterProvider::builder()
+        .with_reader(floor_reader.clone())
+        .with_view(|_: &Instrument| {
+            Stream::builder()
+                .with_cardinality_limit(100_000)
+                .build()
+                .ok()
+        })
+        .build();
+    sdk_floor_instruments(&floor_provider.meter("sdk-floor"), 10_000);
+    g.bench_function("sdk_floor_same_series", |b| {
+        b.iter(|| {
+            floor_reader.collect(&mut rm).expect("collect");
+            black_box(&rm);
+        })
+    });
     g.finish();
+}
+
+/// Observable instruments reporting, for `n` tools, the series `publish_metrics` reports (one
+/// score, three states, three outcomes, four edges), from prebuilt attributes.
+fn sdk_floor_instruments(meter: &opentelemetry::metrics::Meter, n: usize) {
+    use opentelemetry::KeyValue;
+    let names: Arc<Vec<KeyValue>> = Arc::new(
+        (0..n)
+            .map(|i| {
+                let name: Arc<str> = common::tool_name(i).into();
+                KeyValue::new("gen_ai.tool.name", opentelemetry::StringValue::from(name))
+            })
+            .collect(),
+    );
+    let sets = |extra: &[&[(&'static str, &'static str)]]| -> Arc<Vec<Vec<KeyValue>>> {
+        let mut all = Vec::new();
+        for name in names.iter() {
+            for attrs in extra {
+                let mut v = vec![name.clone()];
+                v.extend(attrs.iter().map(|(k, val)| KeyValue::new(*k, *val)));
+                all.push(v);
+            }
+        }
+        Arc::new(all)
+    };
+    let score = sets(&[&[]]);
+    let states = sets(&[
+        &[("tool_health.breaker.state", "closed")],
+        &[("tool_health.breaker.state", "open")],
+        &[("tool_health.breaker.state", "half_open")],
+    ]);
+    let outcomes = sets(&[
+        &[("tool_health.outcome", "success")],
+        &[("tool_health.outcome", "failure")],
+        &[("tool_health.outcome", "refused")],
+    ]);
+    let edges = sets(&[
+        &[("tool_health.breaker.from", "closed"), ("tool_health.breaker.to", "open")],
+        &[("tool_health.breaker.from", "open"), ("tool_health.breaker.to", "half_open")],
+        &[("tool_health.breaker.from", "half_open"), ("tool_health.breaker.to", "closed")],
+        &[("tool_health.breaker.from", "half_open"), ("tool_health.breaker.to", "open")],
+    ]);
+    meter
+        .f64_observable_gauge("floor.score")
+        .with_callback(move |o| score.iter().for_each(|a| o.observe(1.0, a)))
+        .build();
+    meter
+        .i64_observable_gauge("floor.state")
+        .with_callback(move |o| states.iter().for_each(|a| o.observe(1, a)))
+        .build();
+    meter
+        .u64_observable_counter("floor.calls")
+        .with_callback(move |o| outcomes.iter().for_each(|a| o.observe(1, a)))
+        .build();
+    meter
+        .u64_observable_counter("floor.transitions")
+        .with_callback(move |o| edges.iter().for_each(|a| o.observe(0, a)))
+        .build();
 }
 
 criterion_group! {

@@ -127,21 +127,30 @@ struct Stripe {
     total_duration_ns: AtomicU64,
 }
 
-/// This thread's stripe: dealt in turn on the thread's first record, then fixed.
+thread_local! {
+    /// This thread's stripe, `usize::MAX` until its first record.
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// This thread's stripe: dealt in turn on the thread's first record, then fixed. The fixed
+/// case is one thread-local load and a compare; dealing is out of line.
 #[inline(always)]
 fn stripe_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    let i = STRIPE.get();
+    if i < STRIPES {
+        i
+    } else {
+        deal_stripe()
     }
-    STRIPE.with(|s| match s.get() {
-        usize::MAX => {
-            let i = NEXT.fetch_add(1, Relaxed) % STRIPES;
-            s.set(i);
-            i
-        }
-        i => i,
-    })
+}
+
+#[cold]
+#[inline(never)]
+fn deal_stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let i = NEXT.fetch_add(1, Relaxed) % STRIPES;
+    STRIPE.set(i);
+    i
 }
 
 /// The lock-free statistics of one tool.

@@ -173,10 +173,22 @@ fn sdk_floor_instruments(meter: &opentelemetry::metrics::Meter, n: usize) {
         &[("tool_health.outcome", "refused")],
     ]);
     let edges = sets(&[
-        &[("tool_health.breaker.from", "closed"), ("tool_health.breaker.to", "open")],
-        &[("tool_health.breaker.from", "open"), ("tool_health.breaker.to", "half_open")],
-        &[("tool_health.breaker.from", "half_open"), ("tool_health.breaker.to", "closed")],
-        &[("tool_health.breaker.from", "half_open"), ("tool_health.breaker.to", "open")],
+        &[
+            ("tool_health.breaker.from", "closed"),
+            ("tool_health.breaker.to", "open"),
+        ],
+        &[
+            ("tool_health.breaker.from", "open"),
+            ("tool_health.breaker.to", "half_open"),
+        ],
+        &[
+            ("tool_health.breaker.from", "half_open"),
+            ("tool_health.breaker.to", "closed"),
+        ],
+        &[
+            ("tool_health.breaker.from", "half_open"),
+            ("tool_health.breaker.to", "open"),
+        ],
     ]);
     meter
         .f64_observable_gauge("floor.score")

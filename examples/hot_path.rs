@@ -6,7 +6,7 @@
 //! callgrind_annotate cg.out | head -40
 //! ```
 //!
-//! Scenarios: `by_name`, `by_name_permit`, `handle`, `refused`, `handle_refused`, `floor`, `none` (setup only). Divide the
+//! Scenarios: `by_name`, `by_name_permit`, `handle`, `handle_permit`, `refused`, `handle_refused`, `floor`, `none` (setup only). Divide the
 //! instruction count's difference with `none` by the iteration count.
 
 use std::hint::black_box;
@@ -49,6 +49,16 @@ fn main() {
                     allowed += 1;
                     black_box(closed.record_with_permit(
                         tool,
+                        p,
+                        CallOutcome::Success,
+                        black_box(d),
+                    ));
+                }
+            }
+            "handle_permit" => {
+                if let Some(p) = closed_handle.check().permit() {
+                    allowed += 1;
+                    black_box(closed_handle.record_with_permit(
                         p,
                         CallOutcome::Success,
                         black_box(d),

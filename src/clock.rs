@@ -202,7 +202,10 @@ mod tests {
             let exact = c.now();
             assert!(coarse <= exact, "coarse {coarse:?} ahead of {exact:?}");
             // One kernel tick is at most 10 ms (HZ = 100); allow for descheduling between reads.
-            assert!(exact - coarse < Duration::from_millis(100), "{coarse:?} vs {exact:?}");
+            assert!(
+                exact - coarse < Duration::from_millis(100),
+                "{coarse:?} vs {exact:?}"
+            );
         }
     }
 

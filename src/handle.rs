@@ -109,11 +109,13 @@ impl ToolHandle {
     }
 
     /// [`ToolHealthRegistry::record_outcome`] on this tool.
+    #[inline]
     pub fn record_outcome(&self, outcome: CallOutcome, duration: Duration) -> Recorded {
         self.record(outcome, duration, None, None)
     }
 
     /// [`ToolHealthRegistry::record_with_permit`] on this tool.
+    #[inline]
     pub fn record_with_permit(
         &self,
         permit: Permit,

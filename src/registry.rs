@@ -1067,7 +1067,10 @@ impl ToolHealthRegistry {
         let control = e.control.raw();
         if control == 0 {
             // The gate's own two readings, in its order (see `gate_entry`).
-            return e.breaker.refusal_while_open(|| self.coarse_now_ticks()).is_none()
+            return e
+                .breaker
+                .refusal_while_open(|| self.coarse_now_ticks())
+                .is_none()
                 && e.breaker.would_allow(|| self.now_ticks());
         }
         let ctl = Control::decode(control);
@@ -1098,12 +1101,14 @@ impl ToolHealthRegistry {
     }
 
     /// Records a call's outcome by name. A [`CallOutcome::Refused`] only counts a refusal.
+    #[inline]
     pub fn record_outcome(&self, tool: &str, outcome: CallOutcome, duration: Duration) -> Recorded {
         self.record(tool, outcome, duration, None, None)
     }
 
     /// Records a call admitted with `permit`: a result from an older breaker generation never
     /// closes or re-opens a newer episode.
+    #[inline]
     pub fn record_with_permit(
         &self,
         tool: &str,

@@ -46,9 +46,11 @@
 //! name ([`tool_name_field`](ToolHealthLayerBuilder::tool_name_field), e.g. `tool.name`) and a
 //! predicate over the span's metadata ([`span_filter`](ToolHealthLayerBuilder::span_filter)).
 //!
-//! Whether a callsite can be a tool span is decided once per callsite and cached, so other spans
-//! cost a lookup and nothing else. The layer never disables a callsite: other layers see every
-//! span and event exactly as without it.
+//! Whether a callsite can be a tool span is decided once per callsite and cached (a
+//! direct-mapped cache of atomic words: no lock, no guard), so other spans cost a cache probe
+//! when they open and, at close, one load while none of the layer's tool spans is open (one
+//! lookup in the subscriber's span store while some is). The layer never disables a callsite:
+//! other layers see every span and event exactly as without it.
 //!
 //! # Inferring the outcome
 //!

@@ -92,19 +92,7 @@ fn collect(c: &mut Criterion) {
         b.iter(|| black_box(registry.health_summary()))
     });
 
-    let reader = SharedReader(Arc::new(ManualReader::builder().build()));
-    // The SDK folds series past 2,000 per instrument into one overflow series by default; a
-    // registry of 10,000 tools publishes one series per tool (and more per outcome or state),
-    // so the limit is raised to collect them all, as a deployment of this size would.
-    let provider = SdkMeterProvider::builder()
-        .with_reader(reader.clone())
-        .with_view(|_: &Instrument| {
-            Stream::builder()
-                .with_cardinality_limit(100_000)
-                .build()
-                .ok()
-        })
-        .build();
+    let (reader, provider) = collecting_provider();
     let meter = provider.meter("tool-health-bench");
     tool_health::publish_metrics(&registry, &meter);
     let mut rm = ResourceMetrics::default();
@@ -118,16 +106,7 @@ fn collect(c: &mut Criterion) {
     // The floor under it: the same number of series, with the same attribute shapes, observed
     // by callbacks that only replay prebuilt attributes and constants. What the SDK charges per
     // observed point, whoever observes it.
-    let floor_reader = SharedReader(Arc::new(ManualReader::builder().build()));
-    let floor_provider = SdkMeterProvider::builder()
-        .with_reader(floor_reader.clone())
-        .with_view(|_: &Instrument| {
-            Stream::builder()
-                .with_cardinality_limit(100_000)
-                .build()
-                .ok()
-        })
-        .build();
+    let (floor_reader, floor_provider) = collecting_provider();
     sdk_floor_instruments(&floor_provider.meter("sdk-floor"), 10_000);
     g.bench_function("sdk_floor_same_series", |b| {
         b.iter(|| {
@@ -136,6 +115,25 @@ fn collect(c: &mut Criterion) {
         })
     });
     g.finish();
+}
+
+/// A meter provider read by hand, able to collect every series of 10,000 tools.
+///
+/// The SDK folds series past 2,000 per instrument into one overflow series by default; a
+/// registry of 10,000 tools publishes one series per tool (and more per outcome or state), so
+/// the limit is raised to collect them all, as a deployment of this size would.
+fn collecting_provider() -> (SharedReader, SdkMeterProvider) {
+    let reader = SharedReader(Arc::new(ManualReader::builder().build()));
+    let provider = SdkMeterProvider::builder()
+        .with_reader(reader.clone())
+        .with_view(|_: &Instrument| {
+            Stream::builder()
+                .with_cardinality_limit(100_000)
+                .build()
+                .ok()
+        })
+        .build();
+    (reader, provider)
 }
 
 /// Observable instruments reporting, for `n` tools, the series `publish_metrics` reports (one

@@ -34,7 +34,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::breaker::NEVER;
+use crate::ticks::Ticks;
 
 const MODE_MASK: u64 = 0b11;
 const MODE_NORMAL: u64 = 0;
@@ -72,12 +72,13 @@ pub(crate) struct ControlState {
 }
 
 impl ControlState {
-    /// Whether the control refuses at `now` (a lapsed forced-open refuses no more).
-    pub(crate) fn forced_open_until(&self, now: u64) -> Option<u64> {
+    /// Until when the control refuses, seen at `now` (`None`: it does not refuse; a lapsed
+    /// forced-open refuses no more; [`Ticks::NEVER`]: until released).
+    pub(crate) fn forced_open_until(&self, now: Ticks) -> Option<Ticks> {
         match self.mode {
-            ToolControl::ForcedOpen { until: None } => Some(NEVER),
+            ToolControl::ForcedOpen { until: None } => Some(Ticks::NEVER),
             ToolControl::ForcedOpen { until: Some(u) } => {
-                let u = crate::breaker::ticks_of_instant(u);
+                let u = Ticks::at(u);
                 (now < u).then_some(u)
             }
             _ => None,
@@ -93,11 +94,11 @@ impl Control {
     }
 
     pub(crate) fn decode(raw: u64) -> ControlState {
-        let until = raw >> UNTIL_SHIFT;
+        let until = Ticks::new(raw >> UNTIL_SHIFT);
         let mode = match raw & MODE_MASK {
-            MODE_FORCED_OPEN if until >= NEVER => ToolControl::ForcedOpen { until: None },
+            MODE_FORCED_OPEN if until.is_never() => ToolControl::ForcedOpen { until: None },
             MODE_FORCED_OPEN => ToolControl::ForcedOpen {
-                until: Some(Duration::from_millis(until)),
+                until: Some(until.to_duration()),
             },
             MODE_FORCED_CLOSED => ToolControl::ForcedClosed,
             _ => ToolControl::Normal,
@@ -112,13 +113,12 @@ impl Control {
         Self::decode(self.raw())
     }
 
-    /// Sets the mode, keeping the shadow bit. `until` in ticks ([`NEVER`]: until released).
-    pub(crate) fn set_mode(&self, mode: ToolControl, until_ticks: u64) {
+    /// Sets the mode, keeping the shadow bit. `until`: when a forced-open ends
+    /// ([`Ticks::NEVER`]: until released).
+    pub(crate) fn set_mode(&self, mode: ToolControl, until: Ticks) {
         let bits = match mode {
             ToolControl::Normal => MODE_NORMAL,
-            ToolControl::ForcedOpen { .. } => {
-                MODE_FORCED_OPEN | (until_ticks.min(NEVER) << UNTIL_SHIFT)
-            }
+            ToolControl::ForcedOpen { .. } => MODE_FORCED_OPEN | (until.get() << UNTIL_SHIFT),
             ToolControl::ForcedClosed => MODE_FORCED_CLOSED,
         };
         let _ = self
@@ -144,7 +144,7 @@ mod tests {
         let c = Control::default();
         assert_eq!(c.raw(), 0);
         c.set_shadow(true);
-        c.set_mode(ToolControl::ForcedOpen { until: None }, 1_500);
+        c.set_mode(ToolControl::ForcedOpen { until: None }, Ticks::new(1_500));
         let s = c.state();
         assert!(s.shadow);
         assert_eq!(
@@ -153,12 +153,22 @@ mod tests {
                 until: Some(Duration::from_millis(1_500))
             }
         );
-        assert_eq!(s.forced_open_until(1_499), Some(1_500));
-        assert_eq!(s.forced_open_until(1_500), None, "the end is exclusive");
-        c.set_mode(ToolControl::Normal, 0);
+        assert_eq!(
+            s.forced_open_until(Ticks::new(1_499)),
+            Some(Ticks::new(1_500))
+        );
+        assert_eq!(
+            s.forced_open_until(Ticks::new(1_500)),
+            None,
+            "the end is exclusive"
+        );
+        c.set_mode(ToolControl::Normal, Ticks::ZERO);
         c.set_shadow(false);
         assert_eq!(c.raw(), 0);
-        c.set_mode(ToolControl::ForcedOpen { until: None }, NEVER);
-        assert_eq!(c.state().forced_open_until(u64::MAX - 1), Some(NEVER));
+        c.set_mode(ToolControl::ForcedOpen { until: None }, Ticks::NEVER);
+        assert_eq!(
+            c.state().forced_open_until(Ticks::new(u64::MAX - 1)),
+            Some(Ticks::NEVER)
+        );
     }
 }

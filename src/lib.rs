@@ -29,22 +29,13 @@
 //! assert_eq!(registry.breaker_state("sql_query"), BreakerState::Closed);
 //! ```
 //!
-//! # Modules
+//! # Where things are
 //!
-//! | module | owns |
-//! |---|---|
-//! | [`clock`] | [`Clock`], [`SystemClock`], [`ManualClock`] |
-//! | [`stats`] | per-tool atomics, EWMA, score, [`HealthStatus`] |
-//! | [`breaker`] | the breaker word, its pure transition function, [`BreakerState`] |
-//! | [`gate`] | [`GateDecision`], [`Permit`], [`CallOutcome`], [`REFUSAL_MESSAGE`] |
-//! | [`registry`] | [`ToolHealthRegistry`]: names → entries, gate and record by name, reads |
-//! | [`handle`] | [`ToolHandle`]: gate and record on a pre-resolved tool |
-//! | [`router`] | [`HealthRouter`]: fallbacks |
-//! | [`policy`] | [`ToolPolicy`]: trip policy (consecutive / failure rate), slow calls, backoff |
-//! | [`control`] | [`ToolControl`]: force open, force closed, shadow mode |
-//! | [`layer`] | [`ToolHealthLayer`]: outcomes inferred from tool spans, the span-aware gate |
-//! | [`metrics`] | [`publish_metrics`]: OpenTelemetry instruments |
-//! | `otlp` (feature `otlp`) | `otlp::init`: one-call OTLP export of traces and metrics |
+//! Everything is imported from the crate root, except three concepts with a module of their
+//! own: [`layer`] (span conventions, the outcome classifier, span attribute names),
+//! [`metrics`] (instrument names) and `otlp` (feature `otlp`: one-call OTLP setup).
+//! [`ToolHealthLayer`] and [`publish_metrics`] are re-exported at the root. `ARCHITECTURE.md`
+//! draws the layers and follows one tool call through the files.
 //!
 //! # Interactions to know (properties, not bugs)
 //!
@@ -66,37 +57,42 @@
 //! # Hot path
 //!
 //! After the first record of a tool name, the gate and the record paths take no lock and
-//! allocate nothing: a guard-free index lookup (plain loads), then atomics (see [`registry`]). A [`ToolHandle`]
-//! (from [`ToolHealthRegistry::handle`]) skips the lookup. `BENCHMARKS.md` has the figures.
+//! allocate nothing: a guard-free index lookup (plain loads), then atomics on the tool's entry
+//! (`tests/zero_alloc.rs` pins it with a counting allocator). A [`ToolHandle`] (from
+//! [`ToolHealthRegistry::handle`]) skips the lookup. `BENCHMARKS.md` has the figures.
 
 #![forbid(unsafe_code)]
 
-pub mod breaker;
-pub mod clock;
-pub mod control;
-pub mod gate;
-pub mod handle;
-mod index;
+// Bottom to top: every module uses only modules above it in this list.
+mod breaker;
+mod call;
+mod clock;
+mod control;
+mod hook;
 pub mod layer;
 pub mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
-pub mod policy;
-pub mod registry;
-pub mod router;
-pub mod stats;
+mod policy;
+mod registry;
+mod router;
+mod semconv;
+mod stats;
+mod ticks;
 
-pub use breaker::{BreakerState, Transition, TransitionReason};
+pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
+pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
-pub use gate::{CallOutcome, GateDecision, Permit, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
-pub use handle::ToolHandle;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
-pub use policy::{Apply, Backoff, JitterSource, ToolPolicy, TripPolicy};
+pub use policy::{
+    Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy, WINDOW_BUCKETS,
+};
 pub use registry::{
-    CallEvent, CallReport, CircuitBreakerConfig, HealthObserver, OverflowStats, Recorded,
-    RegistryBuilder, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool, DEFAULT_MAX_TOOLS,
+    CallEvent, HealthObserver, OverflowStats, RegistryBuilder, ToolHandle, ToolHealthRegistry,
+    ToolHealthSnapshot, UnavailableTool, DEFAULT_MAX_TOOLS,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
-pub use stats::HealthStatus;
+pub use semconv::REFUSAL_ERROR_TYPE;
+pub use stats::{HealthStatus, DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};

@@ -79,39 +79,23 @@ use opentelemetry::metrics::{AsyncInstrument, Histogram, Meter};
 use opentelemetry::{Key, KeyValue, Value};
 
 use crate::breaker::{BreakerState, Transition};
-use crate::gate::CallOutcome;
+use crate::call::CallOutcome;
 use crate::registry::{CallEvent, HealthObserver, ToolHealthRegistry};
+use crate::semconv::{
+    ENFORCED, ERROR_TYPE, METRIC_OVERFLOW as OVERFLOW, OTHER as OTHER_ERROR, OUTCOME, TOOL_NAME,
+    TRANSITION_FROM as FROM, TRANSITION_TO as TO,
+};
 
-/// `tool_health.score`: the health score in `[0, 1]`.
-pub const SCORE: &str = "tool_health.score";
-/// `tool_health.breaker.state`: 1 for the breaker's current state, 0 for the others.
-pub const BREAKER_STATE: &str = "tool_health.breaker.state";
-/// `tool_health.calls`: calls by outcome.
-pub const CALLS: &str = "tool_health.calls";
-/// `tool_health.breaker.transitions`: breaker state changes by edge.
-pub const TRANSITIONS: &str = "tool_health.breaker.transitions";
-/// `gen_ai.execute_tool.duration`: how long each tool call took, in seconds.
-pub const DURATION: &str = "gen_ai.execute_tool.duration";
+pub use crate::semconv::{
+    METRIC_BREAKER_STATE as BREAKER_STATE, METRIC_CALLS as CALLS, METRIC_DURATION as DURATION,
+    METRIC_SCORE as SCORE, METRIC_TRANSITIONS as TRANSITIONS, OTHER as OVERFLOW_TOOL_NAME,
+};
 
 /// The explicit bucket boundaries of [`DURATION`], in seconds: the ones the OpenTelemetry GenAI
 /// semantic conventions advise for operation durations.
 pub const DURATION_BOUNDARIES: [f64; 14] = [
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 ];
-
-/// The `gen_ai.tool.name` of the overflow series (tools past the registry's cap).
-pub const OVERFLOW_TOOL_NAME: &str = "_OTHER";
-
-const TOOL_NAME: &str = "gen_ai.tool.name";
-const OUTCOME: &str = "tool_health.outcome";
-/// `false` on the `tool_health.calls` series of refusals shadow mode did not enforce.
-const ENFORCED: &str = "enforced";
-const FROM: &str = "tool_health.breaker.from";
-const TO: &str = "tool_health.breaker.to";
-const ERROR_TYPE: &str = "error.type";
-const OVERFLOW: &str = "otel.metric.overflow";
-/// `error.type` of a failed call that did not say why (the semantic conventions' fallback).
-const OTHER_ERROR: &str = "_OTHER";
 
 /// The outcomes `tool_health.calls` reports, in order.
 const CALL_OUTCOMES: [CallOutcome; 3] = [

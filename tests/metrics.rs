@@ -14,7 +14,7 @@ use tool_health::metrics::{
     BREAKER_STATE, CALLS, DURATION, DURATION_BOUNDARIES, OVERFLOW_TOOL_NAME, SCORE, TRANSITIONS,
 };
 use tool_health::{
-    publish_metrics, BreakerState, CallOutcome, CircuitBreakerConfig, ManualClock,
+    publish_metrics, BreakerState, CallOutcome, CallReport, CircuitBreakerConfig, ManualClock,
     ToolHealthRegistry,
 };
 
@@ -330,7 +330,7 @@ fn counters_and_score_match_the_registry() {
     assert!(h.registry.allow_request("sql")); // open → half_open
     h.registry.record_success("sql", ms(10)); // half_open → closed
     h.registry
-        .record_outcome("sql", CallOutcome::Ignored, ms(10)); // not in tool_health.calls
+        .record_report("sql", &CallReport::new(CallOutcome::Ignored, ms(10))); // not in tool_health.calls
 
     let points = h.collect();
     let snap = h.registry.snapshot("sql").unwrap();
@@ -398,20 +398,14 @@ fn the_duration_histogram_has_the_genai_buckets_and_error_type_on_failures_only(
     let h = Harness::new(100);
     h.registry.record_success("search", ms(30));
     h.registry.record_success("search", ms(50));
-    h.registry.record(
+    h.registry.record_report(
         "search",
-        CallOutcome::Failure,
-        ms(2_000),
-        None,
-        Some("timeout"),
+        &CallReport::new(CallOutcome::Failure, ms(2_000)).error_type("timeout"),
     );
     h.registry.record_failure("search", ms(100)); // no error.type given: _OTHER
-    h.registry.record(
+    h.registry.record_report(
         "search",
-        CallOutcome::Ignored,
-        ms(5),
-        None,
-        Some("invalid_arguments"),
+        &CallReport::new(CallOutcome::Ignored, ms(5)).error_type("invalid_arguments"),
     );
     for _ in 0..5 {
         h.registry.record_failure("search", ms(1)); // trips

@@ -10,7 +10,7 @@ use std::time::Duration;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
-use tool_health::{publish_metrics, CallOutcome, ToolHealthRegistry};
+use tool_health::{publish_metrics, CallOutcome, CallReport, ToolHealthRegistry};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -33,12 +33,9 @@ fn a_success_on_a_known_tool_allocates_nothing_with_metrics_published() {
 
     // Warm up: the entry, the cached name and the SDK's series exist after the first call.
     registry.record_success("search", Duration::from_millis(3));
-    registry.record(
+    registry.record_report(
         "search",
-        CallOutcome::Failure,
-        Duration::from_millis(3),
-        None,
-        None,
+        &CallReport::new(CallOutcome::Failure, Duration::from_millis(3)),
     );
     registry.record_success("search", Duration::from_millis(3));
     provider.force_flush().unwrap();
@@ -53,12 +50,9 @@ fn a_success_on_a_known_tool_allocates_nothing_with_metrics_published() {
 
     // A failure without an error.type uses the static `_OTHER`: no allocation either.
     let n = allocations_during(|| {
-        registry.record(
+        registry.record_report(
             "search",
-            CallOutcome::Failure,
-            Duration::from_millis(3),
-            None,
-            None,
+            &CallReport::new(CallOutcome::Failure, Duration::from_millis(3)),
         );
     });
     assert_eq!(n, 0, "allocations on a failure without error.type");

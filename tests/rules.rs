@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tool_health::{
-    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, HealthRouterBuilder,
+    BreakerState, CallOutcome, CallReport, CircuitBreakerConfig, GateDecision, HealthRouterBuilder,
     HealthStatus, ManualClock, ToolHealthRegistry, TransitionReason, REFUSAL_MESSAGE,
 };
 
@@ -385,9 +385,9 @@ fn released_probe_can_be_granted_again_at_once() {
 fn ignored_and_refused_outcomes_are_not_failures() {
     let (r, _) = registry(1, SEC, SEC);
     for _ in 0..5 {
-        r.record_outcome("t", CallOutcome::Ignored, SEC);
+        r.record_report("t", &CallReport::new(CallOutcome::Ignored, SEC));
     }
-    r.record_outcome("t", CallOutcome::Refused, SEC);
+    r.record_report("t", &CallReport::new(CallOutcome::Refused, SEC));
     let s = r.snapshot("t").unwrap();
     assert_eq!(s.breaker, BreakerState::Closed);
     assert_eq!((s.total_calls, s.ignored_count, s.refused_count), (0, 5, 1));

@@ -1,14 +1,12 @@
 //! The span-aware gate: binding a gate decision to the nearest tool span.
 //!
-//! [`ToolHealthRegistry::check`] calls [`bind_decision`] after every decision. Without any
-//! [`ToolHealthLayer`] installed in the process that is one relaxed load. Otherwise the current
-//! dispatcher is asked for its `ToolHealthLayer`; when that layer feeds the very registry that
-//! decided (same `Arc`), the function pointer the layer stored when it was attached to its
-//! subscriber (monomorphised for the subscriber type, as tracing-error's `WithContext` does)
-//! finds the current span, walks to its nearest tool-span ancestor and stores the decision
-//! there.
+//! When a layer is attached to a subscriber it installs [`binder`] as the process's span-binding
+//! hook (see `src/hook.rs`); the gate calls it after every decision. The binder asks the current
+//! dispatcher for its `ToolHealthLayer`; when that layer feeds the very registry that decided
+//! (same `Arc`), the function pointer the layer stored when it was attached to its subscriber
+//! (monomorphised for the subscriber type, as tracing-error's `WithContext` does) finds the
+//! current span, walks to its nearest tool-span ancestor and stores the decision there.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tracing::Dispatch;
@@ -16,42 +14,23 @@ use tracing_core::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::breaker::BreakerState;
-use crate::gate::GateDecision;
-use crate::registry::ToolHealthRegistry;
+use crate::call::GateDecision;
+use crate::hook::CallingOut;
 
-use super::span_state::{Kind, ToolSpan};
-use super::{otel, CallingOut, ToolHealthLayer};
-
-/// Set once any `ToolHealthLayer` is attached to a subscriber; never cleared.
-///
-/// Relaxed is enough: a layer is attached before its subscriber becomes anyone's default
-/// (and making it the default synchronises), and a gate call that races the very first
-/// installation merely stays unbound, which is what it would be a moment earlier.
-static LAYER_ATTACHED: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn mark_attached() {
-    LAYER_ATTACHED.store(true, Ordering::Relaxed);
-}
+use super::callsites::CallsiteRole;
+use super::span_state::ToolSpan;
+use super::{otel, ToolHealthLayer};
 
 /// The monomorphised span walker a layer stores in `on_layer`.
 pub(crate) type BindFn = fn(&Dispatch, &ToolHealthLayer, &str, &GateDecision);
 
-/// Binds a gate decision to the current tool span, if any (see the module docs).
-#[inline]
-pub(crate) fn bind_decision(registry: &ToolHealthRegistry, tool: &str, decision: &GateDecision) {
-    if !LAYER_ATTACHED.load(Ordering::Relaxed) {
-        return;
-    }
-    bind_slow(registry, tool, decision);
-}
-
-#[inline(never)]
-fn bind_slow(registry: &ToolHealthRegistry, tool: &str, decision: &GateDecision) {
+/// The span-binding hook every layer installs (see the module docs).
+pub(crate) fn binder(registry: usize, tool: &str, decision: &GateDecision) {
     tracing::dispatcher::get_default(|dispatch| {
         let Some(layer) = dispatch.downcast_ref::<ToolHealthLayer>() else {
             return;
         };
-        if !std::ptr::eq(Arc::as_ptr(&layer.shared.registry), registry) {
+        if Arc::as_ptr(&layer.core.registry) as usize != registry {
             return;
         }
         if let Some(bind) = layer.bind_fn {
@@ -76,17 +55,17 @@ pub(crate) fn bind_with<S>(
     let Some(current) = current.id().and_then(|id| subscriber.span(id)) else {
         return;
     };
-    let shared = &layer.shared;
+    let core = &layer.core;
     let mut found = None;
     for span in current.scope() {
-        if !shared.kind(span.metadata()).has(Kind::TOOL_SPAN) {
+        if !core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
             continue;
         }
         let mut extensions = span.extensions_mut();
         let Some(state) = extensions.get_mut::<ToolSpan>() else {
             continue;
         };
-        if state.owner != shared.id() || !state.may_be_tool() {
+        if !core.owns(state) || !state.may_be_tool() {
             continue;
         }
         found = Some((span.id(), state.bind(tool, *decision)));
@@ -100,14 +79,14 @@ pub(crate) fn bind_with<S>(
     let _calling_out = CallingOut::enter();
     if let Some(old) = bound.replaced_probe {
         if let Some(permit) = old.probe() {
-            let _ = shared.registry.release(&old.tool, permit);
+            let _ = core.registry.release(&old.tool, permit);
         }
     }
     if bound.stored {
         let state = match decision {
             GateDecision::Allowed(_) => BreakerState::Closed,
             GateDecision::Probe(_) => BreakerState::HalfOpen,
-            GateDecision::Refused { .. } => match shared.registry.breaker_state(tool) {
+            GateDecision::Refused { .. } => match core.registry.breaker_state(tool) {
                 // Closed again already: the refusal was made while it was open.
                 BreakerState::Closed => BreakerState::Open,
                 s => s,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::gate::CallOutcome;
+use crate::call::CallOutcome;
 
 /// The `error.type` values counted as caller errors by default: bad arguments from the model
 /// must not trip a healthy tool's breaker.

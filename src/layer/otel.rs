@@ -9,12 +9,8 @@ use tracing::span::Id;
 use tracing::Dispatch;
 
 use crate::breaker::{BreakerState, Transition};
-use crate::gate::{GateDecision, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
-
-use super::{
-    BREAKER_STATE_ATTRIBUTE, GATE_DECISION_ATTRIBUTE, GATE_ENFORCED_ATTRIBUTE, TRANSITION_EVENT,
-    TRANSITION_FROM_ATTRIBUTE, TRANSITION_TO_ATTRIBUTE,
-};
+use crate::call::{GateDecision, REFUSAL_MESSAGE};
+use crate::semconv;
 
 /// Runs `f` on the OpenTelemetry span of tracing span `id`, if tracing-opentelemetry tracks it.
 ///
@@ -31,7 +27,7 @@ fn with_otel_span(dispatch: &Dispatch, id: &Id, f: impl FnOnce(&SpanRef<'_>)) {
 }
 
 /// `tool_health.gate.decision`, `tool_health.breaker.state`, and for a refusal status Error
-/// with [`REFUSAL_MESSAGE`] and `error.type` = [`REFUSAL_ERROR_TYPE`].
+/// with [`REFUSAL_MESSAGE`] and `error.type` = `circuit_breaker_open`.
 pub(crate) fn annotate_decision(
     dispatch: &Dispatch,
     id: &Id,
@@ -39,15 +35,18 @@ pub(crate) fn annotate_decision(
     state: BreakerState,
 ) {
     with_otel_span(dispatch, id, |span| {
-        span.set_attribute(KeyValue::new(GATE_DECISION_ATTRIBUTE, decision.as_str()));
-        span.set_attribute(KeyValue::new(BREAKER_STATE_ATTRIBUTE, state.as_str()));
+        span.set_attribute(KeyValue::new(semconv::GATE_DECISION, decision.as_str()));
+        span.set_attribute(KeyValue::new(semconv::BREAKER_STATE, state.as_str()));
         if !decision.is_allowed() {
-            span.set_attribute(KeyValue::new("error.type", REFUSAL_ERROR_TYPE));
+            span.set_attribute(KeyValue::new(
+                semconv::ERROR_TYPE,
+                semconv::REFUSAL_ERROR_TYPE,
+            ));
             span.set_status(Status::error(REFUSAL_MESSAGE));
         }
         if decision.permit().is_some_and(|p| p.is_shadow_refused()) {
             // Shadow mode: the breaker refused, the call went ahead.
-            span.set_attribute(KeyValue::new(GATE_ENFORCED_ATTRIBUTE, false));
+            span.set_attribute(KeyValue::new(semconv::GATE_ENFORCED, false));
         }
     });
 }
@@ -60,10 +59,10 @@ pub(crate) fn annotate_transitions(dispatch: &Dispatch, id: &Id, transitions: &[
     with_otel_span(dispatch, id, |span| {
         for t in transitions {
             span.add_event(
-                TRANSITION_EVENT,
+                semconv::TRANSITION_EVENT,
                 vec![
-                    KeyValue::new(TRANSITION_FROM_ATTRIBUTE, t.from.as_str()),
-                    KeyValue::new(TRANSITION_TO_ATTRIBUTE, t.to.as_str()),
+                    KeyValue::new(semconv::TRANSITION_FROM, t.from.as_str()),
+                    KeyValue::new(semconv::TRANSITION_TO, t.to.as_str()),
                 ],
             );
         }

@@ -31,7 +31,11 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::registry::Entry;
+/// What the index stores: anything that knows its own name.
+pub(crate) trait Named {
+    /// The name the value is found by.
+    fn name(&self) -> &str;
+}
 
 /// Slots of level 0; level `k` has `FIRST_LEVEL << k`.
 const FIRST_LEVEL: usize = 16;
@@ -39,12 +43,12 @@ const FIRST_LEVEL: usize = 16;
 const LEVELS: usize = 48;
 
 #[derive(Debug)]
-struct Slot {
+struct Slot<T> {
     hash: u64,
-    entry: Arc<Entry>,
+    entry: Arc<T>,
 }
 
-type Level = Box<[OnceLock<Slot>]>;
+type Level<T> = Box<[OnceLock<Slot<T>>]>;
 
 /// `a == b`, without a call into `memcmp` for the short names tools have: two overlapping
 /// word loads per side. Equal hashes almost always mean equal names, so this runs on hits.
@@ -75,9 +79,9 @@ fn same_name(a: &str, b: &str) -> bool {
 
 /// The registry's name → entry index (see the module docs).
 #[derive(Debug)]
-pub(crate) struct Index {
+pub(crate) struct Index<T> {
     hasher: foldhash::fast::RandomState,
-    levels: [OnceLock<Level>; LEVELS],
+    levels: [OnceLock<Level<T>>; LEVELS],
     /// The level holding every entry.
     current: AtomicUsize,
     /// Serialises inserts and growth; never taken by a lookup.
@@ -86,13 +90,13 @@ pub(crate) struct Index {
     len: AtomicUsize,
 }
 
-fn new_level(slots: usize) -> Level {
+fn new_level<T>(slots: usize) -> Level<T> {
     (0..slots).map(|_| OnceLock::new()).collect()
 }
 
-impl Index {
+impl<T: Named> Index<T> {
     pub(crate) fn new() -> Self {
-        let levels: [OnceLock<Level>; LEVELS] = std::array::from_fn(|_| OnceLock::new());
+        let levels: [OnceLock<Level<T>>; LEVELS] = std::array::from_fn(|_| OnceLock::new());
         let _ = levels[0].set(new_level(FIRST_LEVEL));
         Self {
             hasher: foldhash::fast::RandomState::default(),
@@ -104,7 +108,7 @@ impl Index {
     }
 
     #[inline(always)]
-    fn current(&self) -> &[OnceLock<Slot>] {
+    fn current(&self) -> &[OnceLock<Slot<T>>] {
         match self.levels[self.current.load(Ordering::Acquire)].get() {
             Some(level) => level,
             None => &[], // unreachable: `current` only ever names a filled level
@@ -113,14 +117,14 @@ impl Index {
 
     /// The entry named `name`, if any. Lock-free: a hash, then acquire loads.
     #[inline(always)]
-    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<T>> {
         let hash = self.hasher.hash_one(name);
         let level = self.current();
         let mask = level.len().wrapping_sub(1);
         let mut i = hash as usize & mask;
         // At most half full: the probe meets an empty slot.
         while let Some(slot) = level.get(i)?.get() {
-            if slot.hash == hash && same_name(&slot.entry.name, name) {
+            if slot.hash == hash && same_name(slot.entry.name(), name) {
                 return Some(&slot.entry);
             }
             i = (i + 1) & mask;
@@ -133,8 +137,8 @@ impl Index {
     pub(crate) fn get_or_insert_with(
         &self,
         name: &str,
-        make: impl FnOnce() -> Option<Arc<Entry>>,
-    ) -> Option<Arc<Entry>> {
+        make: impl FnOnce() -> Option<Arc<T>>,
+    ) -> Option<Arc<T>> {
         let _guard = self
             .insert_lock
             .lock()
@@ -143,7 +147,7 @@ impl Index {
             return Some(Arc::clone(e));
         }
         let entry = make()?;
-        debug_assert_eq!(*entry.name, *name);
+        debug_assert_eq!(entry.name(), name);
         let len = self.len.load(Ordering::Relaxed) + 1;
         if len * 2 > self.current().len() {
             self.grow();
@@ -155,7 +159,7 @@ impl Index {
     }
 
     /// Fills the first empty slot of `hash`'s probe sequence.
-    fn place(level: &[OnceLock<Slot>], hash: u64, entry: Arc<Entry>) {
+    fn place(level: &[OnceLock<Slot<T>>], hash: u64, entry: Arc<T>) {
         let mask = level.len() - 1;
         let mut i = hash as usize & mask;
         let mut slot = Some(Slot { hash, entry });
@@ -181,7 +185,7 @@ impl Index {
     }
 
     /// Every entry, in no particular order. Entries inserted during the walk may be missed.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<T>> + '_ {
         self.current()
             .iter()
             .filter_map(|s| s.get().map(|s| &s.entry))
@@ -192,8 +196,17 @@ impl Index {
 mod tests {
     use super::*;
 
-    fn entry(name: &str) -> Arc<Entry> {
-        Entry::for_test(name)
+    #[derive(Debug)]
+    struct Tool(Box<str>);
+
+    impl Named for Tool {
+        fn name(&self) -> &str {
+            &self.0
+        }
+    }
+
+    fn entry(name: &str) -> Arc<Tool> {
+        Arc::new(Tool(name.into()))
     }
 
     #[test]
@@ -236,11 +249,11 @@ mod tests {
         for (i, n) in names.iter().enumerate() {
             assert!(index.get(n).is_none());
             let e = index.get_or_insert_with(n, || Some(entry(n))).unwrap();
-            assert_eq!(&*e.name, n.as_str());
+            assert_eq!(e.name(), n.as_str());
             // Every earlier name is still found, through every growth.
             if i % 499 == 0 {
                 for m in &names[..=i] {
-                    assert_eq!(&*index.get(m).unwrap().name, m.as_str());
+                    assert_eq!(index.get(m).unwrap().name(), m.as_str());
                 }
             }
         }

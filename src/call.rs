@@ -1,13 +1,11 @@
-//! What the gate answers and what a call's result is: plain values, never errors or panics.
+//! One call's values: what the gate answers ([`GateDecision`], [`Permit`]) and what the call's
+//! result is ([`CallOutcome`], [`CallReport`]). Plain values, never errors or panics.
 
 use std::fmt;
 use std::time::Duration;
 
 /// The text a refused call reports to the model: soft, so the run continues.
 pub const REFUSAL_MESSAGE: &str = "tool temporarily unavailable: circuit breaker open";
-
-/// The `error.type` written on a refused tool span.
-pub const REFUSAL_ERROR_TYPE: &str = "circuit_breaker_open";
 
 /// The gate's answer for one call, from [`ToolHealthRegistry::check`](crate::ToolHealthRegistry::check).
 ///
@@ -88,6 +86,36 @@ pub struct Permit {
 }
 
 impl Permit {
+    /// An ordinary admission in `generation`.
+    #[inline]
+    pub(crate) const fn admitted(generation: u32) -> Self {
+        Self {
+            generation,
+            probe: false,
+            shadow_refused: false,
+        }
+    }
+
+    /// The single probe of `generation`.
+    #[inline]
+    pub(crate) const fn probe(generation: u32) -> Self {
+        Self {
+            generation,
+            probe: true,
+            shadow_refused: false,
+        }
+    }
+
+    /// A call the breaker refused in `generation` and shadow mode let through.
+    #[inline]
+    pub(crate) const fn shadow_refused(generation: u32) -> Self {
+        Self {
+            generation,
+            probe: false,
+            shadow_refused: true,
+        }
+    }
+
     /// The breaker generation the call was admitted in.
     pub fn generation(&self) -> u32 {
         self.generation
@@ -134,5 +162,72 @@ impl CallOutcome {
 impl fmt::Display for CallOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// One finished call, with everything the record path can use: the general form of a record
+/// ([`ToolHealthRegistry::record_report`](crate::ToolHealthRegistry::record_report)).
+///
+/// ```
+/// use std::time::Duration;
+/// use tool_health::{CallOutcome, CallReport, ToolHealthRegistry};
+///
+/// let registry = ToolHealthRegistry::new();
+/// // HTTP 429 with `Retry-After: 120`: if this failure leaves the breaker open, it stays open
+/// // at least two minutes.
+/// registry.record_report(
+///     "search",
+///     &CallReport::new(CallOutcome::Failure, Duration::from_millis(80))
+///         .error_type("rate_limited")
+///         .retry_after(Duration::from_secs(120)),
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallReport<'a> {
+    /// What happened.
+    pub outcome: CallOutcome,
+    /// How long it took.
+    pub duration: Duration,
+    /// The permit's generation, when the call was admitted through
+    /// [`ToolHealthRegistry::check`](crate::ToolHealthRegistry::check).
+    pub generation: Option<u32>,
+    /// The call's `error.type`, for observers.
+    pub error_type: Option<&'a str>,
+    /// A retry hint from the tool (e.g. HTTP 429 with `Retry-After`): if this failure leaves the
+    /// breaker open, it stays open at least this long.
+    pub retry_after: Option<Duration>,
+}
+
+impl<'a> CallReport<'a> {
+    /// A report with just an outcome and a duration.
+    #[inline(always)]
+    pub fn new(outcome: CallOutcome, duration: Duration) -> Self {
+        Self {
+            outcome,
+            duration,
+            generation: None,
+            error_type: None,
+            retry_after: None,
+        }
+    }
+
+    /// With the permit the call was admitted with.
+    #[inline(always)]
+    pub fn permit(mut self, permit: Permit) -> Self {
+        self.generation = Some(permit.generation);
+        self
+    }
+
+    /// With the call's `error.type`.
+    pub fn error_type(mut self, error_type: &'a str) -> Self {
+        self.error_type = Some(error_type);
+        self
+    }
+
+    /// With the tool's retry hint.
+    pub fn retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
     }
 }

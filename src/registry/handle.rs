@@ -4,8 +4,7 @@
 //! holding the tool's entry. Every method of the handle runs the *same* code as the registry's
 //! method of the same name — one implementation, reached by name or by handle — so it keeps
 //! every behaviour of the by-name path: observers are notified, the span-aware gate binds its
-//! decision to the current tool span, refusals are counted. Only the map lookup (hashing the
-//! name and an epoch-protected probe) is skipped.
+//! decision to the current tool span, refusals are counted. Only the name lookup is skipped.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -31,10 +30,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::breaker::BreakerState;
-use crate::gate::{CallOutcome, GateDecision, Permit};
-use crate::registry::{Entry, Recorded, ToolHealthRegistry};
+use crate::breaker::{BreakerState, Recorded};
+use crate::call::{CallOutcome, CallReport, GateDecision, Permit};
+use crate::hook;
 use crate::stats::HealthStatus;
+
+use super::entry::Entry;
+use super::ToolHealthRegistry;
 
 /// One tracked tool of a registry, resolved once (from [`ToolHealthRegistry::handle`]).
 ///
@@ -81,7 +83,7 @@ impl ToolHandle {
     #[inline]
     pub fn check(&self) -> GateDecision {
         let decision = self.check_detached();
-        crate::layer::bind_decision(&self.registry, self.tool(), &decision);
+        hook::bind(self.registry.address(), self.tool(), &decision);
         decision
     }
 
@@ -99,19 +101,13 @@ impl ToolHandle {
     /// [`ToolHealthRegistry::record_success`] on this tool.
     #[inline]
     pub fn record_success(&self, duration: Duration) -> Recorded {
-        self.record(CallOutcome::Success, duration, None, None)
+        self.record_report(&CallReport::new(CallOutcome::Success, duration))
     }
 
     /// [`ToolHealthRegistry::record_failure`] on this tool.
     #[inline]
     pub fn record_failure(&self, duration: Duration) -> Recorded {
-        self.record(CallOutcome::Failure, duration, None, None)
-    }
-
-    /// [`ToolHealthRegistry::record_outcome`] on this tool.
-    #[inline]
-    pub fn record_outcome(&self, outcome: CallOutcome, duration: Duration) -> Recorded {
-        self.record(outcome, duration, None, None)
+        self.record_report(&CallReport::new(CallOutcome::Failure, duration))
     }
 
     /// [`ToolHealthRegistry::record_with_permit`] on this tool.
@@ -122,27 +118,15 @@ impl ToolHandle {
         outcome: CallOutcome,
         duration: Duration,
     ) -> Recorded {
-        self.record(outcome, duration, Some(permit.generation), None)
+        self.record_report(&CallReport::new(outcome, duration).permit(permit))
     }
 
-    /// [`ToolHealthRegistry::record`] on this tool: outcome, duration, the permit's generation
-    /// when there is one, and the call's `error.type` for observers.
+    /// [`ToolHealthRegistry::record_report`] on this tool: any outcome, with the permit,
+    /// `error.type` and retry hint a [`CallReport`] carries.
     #[inline]
-    pub fn record(
-        &self,
-        outcome: CallOutcome,
-        duration: Duration,
-        generation: Option<u32>,
-        error_type: Option<&str>,
-    ) -> Recorded {
-        self.registry.record_on_entry(
-            self.tool(),
-            Some(&self.entry),
-            outcome,
-            duration,
-            generation,
-            error_type,
-        )
+    pub fn record_report(&self, report: &CallReport<'_>) -> Recorded {
+        self.registry
+            .record_on_entry(self.tool(), Some(&self.entry), report)
     }
 
     /// [`ToolHealthRegistry::release`] on this tool: gives a probe permit back without a result.
@@ -162,10 +146,32 @@ impl ToolHandle {
     }
 }
 
+impl ToolHealthRegistry {
+    /// A pre-resolved handle on `tool`: the gate and the record paths without the name lookup
+    /// (see [`ToolHandle`]). Creates the tool's entry if it does not exist
+    /// yet, exactly as its first record would, so the tool is tracked from now on (and listed
+    /// by [`health_summary`](Self::health_summary)). `None` when the tool is new and the registry
+    /// is at its cap ([`max_tools`](Self::max_tools)): call by name then, which counts the
+    /// calls in [`overflow`](Self::overflow).
+    ///
+    /// Takes the registry's `Arc` because the handle keeps the registry alive (its clock and
+    /// observers); share the registry behind an `Arc` to use handles. In an evicting registry a
+    /// handle whose tool was evicted keeps working, by name (re-resolve it to get the fast path
+    /// back).
+    pub fn handle(self: &Arc<Self>, tool: &str) -> Option<ToolHandle> {
+        let entry = match self.names.with(tool, Arc::clone) {
+            Some(e) => e,
+            None => self.insert_slow(tool)?,
+        };
+        Some(ToolHandle::new(Arc::clone(self), entry))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CircuitBreakerConfig, ManualClock};
+    use crate::clock::ManualClock;
+    use crate::policy::CircuitBreakerConfig;
 
     #[test]
     fn handle_and_name_share_one_breaker_and_one_set_of_stats() {
@@ -204,8 +210,8 @@ mod tests {
 
     #[test]
     fn handles_notify_observers() {
+        use crate::breaker::Transition;
         use crate::registry::{CallEvent, HealthObserver};
-        use crate::Transition;
         use std::sync::atomic::{AtomicU64, Ordering};
 
         #[derive(Debug, Default)]

@@ -39,16 +39,54 @@
 //! );
 //! ```
 
+mod window;
+
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::breaker::{ticks_of_duration, NEVER};
-use crate::registry::CircuitBreakerConfig;
+use crate::ticks::Ticks;
 
-/// How many time buckets a failure-rate window has.
-pub const WINDOW_BUCKETS: usize = 8;
+pub(crate) use window::RateWindow;
+pub use window::WINDOW_BUCKETS;
+
+/// Circuit breaker settings.
+///
+/// ```
+/// use std::time::Duration;
+/// use tool_health::{CircuitBreakerConfig, ToolHealthRegistry};
+///
+/// let registry = ToolHealthRegistry::with_config(CircuitBreakerConfig {
+///     failure_threshold: 5,                       // 0 disables tripping (counting continues)
+///     recovery_duration: Duration::from_secs(10), // cooldown before the probe
+///     probe_timeout: Duration::from_secs(20),     // probe lease; 0 disables the lease
+/// });
+/// # let _ = registry;
+/// ```
+///
+/// Durations have millisecond resolution (rounded up); a duration too long to represent
+/// (beyond about 34 years, `Duration::MAX` included) means "never".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CircuitBreakerConfig {
+    /// Consecutive failures that trip a closed breaker. `0` disables tripping.
+    pub failure_threshold: u32,
+    /// How long an open breaker refuses calls after the last failure before granting a probe.
+    pub recovery_duration: Duration,
+    /// How long a probe may stay unanswered before its lease expires and the breaker re-opens.
+    /// `Duration::ZERO` disables the lease (a probe that never reports then keeps the breaker
+    /// half-open until it does).
+    pub probe_timeout: Duration,
+}
+
+impl Default for CircuitBreakerConfig {
+    fn default() -> Self {
+        Self {
+            failure_threshold: 3,
+            recovery_duration: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// What trips a closed breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -156,23 +194,23 @@ impl ToolPolicy {
             .map_or(u64::MAX, crate::clock::duration_to_nanos)
     }
 
-    /// Recovery in ticks at a backoff level, without jitter.
-    pub(crate) fn recovery_ticks(&self, level: u32) -> u64 {
-        let base = ticks_of_duration(self.breaker.recovery_duration);
+    /// Recovery at a backoff level, without jitter.
+    pub(crate) fn recovery_ticks(&self, level: u32) -> Ticks {
+        let base = Ticks::span(self.breaker.recovery_duration);
         match &self.backoff {
             None => base,
             Some(b) => {
-                let cap = ticks_of_duration(b.max_recovery).max(base);
+                let cap = Ticks::span(b.max_recovery).max(base);
                 let factor = u64::from(b.multiplier.max(1))
                     .checked_pow(level)
                     .unwrap_or(u64::MAX);
-                base.saturating_mul(factor).min(cap).min(NEVER)
+                Ticks::new(base.get().saturating_mul(factor)).min(cap)
             }
         }
     }
 
-    /// Recovery in ticks for an opening at `level`, jitter included.
-    pub(crate) fn opening_ticks(&self, level: u32) -> u64 {
+    /// Recovery for an opening at `level`, jitter included.
+    pub(crate) fn opening_ticks(&self, level: u32) -> Ticks {
         let base = self.recovery_ticks(level);
         match &self.backoff {
             Some(Backoff {
@@ -181,81 +219,9 @@ impl ToolPolicy {
                 ..
             }) if !max_jitter.is_zero() => {
                 let extra = j.jitter(*max_jitter).min(*max_jitter);
-                if base >= NEVER {
-                    NEVER
-                } else {
-                    base.saturating_add(ticks_of_duration(extra)).min(NEVER)
-                }
+                base.after(Ticks::span(extra))
             }
             _ => base,
-        }
-    }
-}
-
-/// A sliding window of success and failure counts in time buckets.
-#[derive(Debug)]
-pub(crate) struct RateWindow {
-    width: u64,
-    buckets: [Bucket; WINDOW_BUCKETS],
-}
-
-#[derive(Debug, Default)]
-struct Bucket {
-    /// Which bucket period (now / width) the counts belong to, plus one (0: never used).
-    period: AtomicU64,
-    success: AtomicU64,
-    failure: AtomicU64,
-}
-
-impl RateWindow {
-    pub(crate) fn new(window: Duration) -> Self {
-        let ticks = ticks_of_duration(window).clamp(WINDOW_BUCKETS as u64, NEVER);
-        Self {
-            width: ticks.div_ceil(WINDOW_BUCKETS as u64),
-            buckets: Default::default(),
-        }
-    }
-
-    fn bucket(&self, now: u64) -> &Bucket {
-        let period = now / self.width + 1;
-        let b = &self.buckets[(period % WINDOW_BUCKETS as u64) as usize];
-        let seen = b.period.load(Relaxed);
-        if seen != period
-            && b.period
-                .compare_exchange(seen, period, Relaxed, Relaxed)
-                .is_ok()
-        {
-            b.success.store(0, Relaxed);
-            b.failure.store(0, Relaxed);
-        }
-        b
-    }
-
-    pub(crate) fn add(&self, now: u64, success: bool) {
-        let b = self.bucket(now);
-        if success {
-            b.success.fetch_add(1, Relaxed);
-        } else {
-            b.failure.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// (failures, calls) over the window ending at `now`.
-    pub(crate) fn counts(&self, now: u64) -> (u64, u64) {
-        let current = now / self.width + 1;
-        let oldest = current.saturating_sub(WINDOW_BUCKETS as u64 - 1);
-        self.buckets
-            .iter()
-            .filter(|b| (oldest..=current).contains(&b.period.load(Relaxed)))
-            .fold((0, 0), |(f, n), b| {
-                let (s, fl) = (b.success.load(Relaxed), b.failure.load(Relaxed));
-                (f + fl, n + s + fl)
-            })
-    }
-
-    pub(crate) fn clear(&self) {
-        for b in &self.buckets {
-            b.period.store(0, Relaxed);
         }
     }
 }
@@ -272,20 +238,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn window_forgets_old_buckets() {
-        let w = RateWindow::new(Duration::from_secs(8)); // 1 s buckets
-        w.add(0, false);
-        w.add(500, true);
-        assert_eq!(w.counts(999), (1, 2));
-        w.add(3_000, false);
-        assert_eq!(w.counts(7_999), (2, 3));
-        assert_eq!(w.counts(8_000), (1, 1), "the first bucket slid out");
-        assert_eq!(w.counts(20_000), (0, 0));
-        w.add(20_000, true);
-        assert_eq!(w.counts(20_000), (0, 1), "a recycled bucket starts empty");
-    }
-
-    #[test]
     fn backoff_grows_and_caps() {
         let p = ToolPolicy {
             breaker: CircuitBreakerConfig {
@@ -298,9 +250,9 @@ mod tests {
             }),
             ..Default::default()
         };
-        let secs: Vec<_> = (0..5).map(|l| p.recovery_ticks(l) / 1000).collect();
+        let secs: Vec<_> = (0..5).map(|l| p.recovery_ticks(l).get() / 1000).collect();
         assert_eq!(secs, [10, 20, 40, 60, 60]);
-        assert_eq!(p.recovery_ticks(u32::MAX), 60_000);
+        assert_eq!(p.recovery_ticks(u32::MAX), Ticks::new(60_000));
     }
 
     #[test]

@@ -1,0 +1,472 @@
+//! One tool's breaker in memory: the word in an `AtomicU64`, the consecutive-failure counter,
+//! per-edge tallies, what it remembers between episodes, and the policy that turns events into
+//! timings and trip decisions. [`Breaker::apply`] is the one CAS loop: it evaluates the pure
+//! [`step`] on the current word and installs the result.
+
+// Loom's atomics only in the library's own test build: the crate is also built as a normal
+// dependency (its dev-dependency on itself), where loom is not available.
+#[cfg(all(test, tool_health_loom))]
+use loom::sync::atomic::AtomicU64;
+#[cfg(not(all(test, tool_health_loom)))]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+
+use crate::call::{GateDecision, Permit};
+use crate::policy::{RateWindow, ToolPolicy, TripPolicy};
+use crate::ticks::Ticks;
+
+use super::step::{effective, step, Effective, Event, FailureFacts, Step, Timing};
+use super::word::{next_gen, Word, CLOSED, HALF_OPEN, OPEN};
+use super::{BreakerState, Recorded, Transition, TransitionReason};
+
+/// One tool's breaker (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    word: AtomicU64,
+    consecutive: AtomicU64,
+    transitions: [AtomicU64; 4],
+    /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
+    /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
+    /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
+    /// open episode; bits 0–55, when the breaker last closed after a probe, in ticks
+    /// ([`Ticks::NEVER`]: not yet).
+    history: AtomicU64,
+    policy: ArcSwap<ToolPolicy>,
+    /// Failure-rate window, present while the policy is [`TripPolicy::FailureRate`].
+    window: ArcSwapOption<RateWindow>,
+}
+
+const HISTORY_WINDOW: u64 = 1 << 63;
+const HISTORY_LEVEL_SHIFT: u32 = 56;
+const HISTORY_LEVEL_MAX: u64 = 0x7F;
+const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
+
+impl Breaker {
+    pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
+        let b = Self {
+            word: AtomicU64::new(Word::FRESH.encode()),
+            consecutive: AtomicU64::new(0),
+            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
+            history: AtomicU64::new(Ticks::NEVER.get()),
+            policy: ArcSwap::new(Arc::clone(&policy)),
+            window: ArcSwapOption::empty(),
+        };
+        b.set_policy(policy);
+        b
+    }
+
+    /// Installs a policy on a live breaker; state and counters are kept.
+    pub(crate) fn set_policy(&self, policy: Arc<ToolPolicy>) {
+        match policy.trip {
+            TripPolicy::FailureRate { window, .. } => {
+                self.window.store(Some(Arc::new(RateWindow::new(window))));
+                self.history.fetch_or(HISTORY_WINDOW, Ordering::Release);
+            }
+            TripPolicy::ConsecutiveFailures => {
+                self.history.fetch_and(!HISTORY_WINDOW, Ordering::Release);
+                self.window.store(None);
+            }
+        }
+        self.policy.store(policy);
+    }
+
+    pub(crate) fn policy(&self) -> Arc<ToolPolicy> {
+        self.policy.load_full()
+    }
+
+    #[inline(always)]
+    fn has_window(&self, order: Ordering) -> bool {
+        self.history.load(order) & HISTORY_WINDOW != 0
+    }
+
+    /// Replaces the bits of `mask` in the history word with `value` (which lies within `mask`).
+    fn set_history(&self, mask: u64, value: u64) {
+        let _ = self
+            .history
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                Some((a & !mask) | (value & mask))
+            });
+    }
+
+    fn backoff_level(&self) -> u32 {
+        ((self.history.load(Ordering::Relaxed) >> HISTORY_LEVEL_SHIFT) & HISTORY_LEVEL_MAX) as u32
+    }
+
+    /// The timing of a step that makes no opening.
+    fn timing(&self, p: &ToolPolicy) -> Timing {
+        let recovery = p.recovery_ticks(self.backoff_level());
+        Timing {
+            recovery,
+            open_for: recovery,
+            lease: Ticks::span(p.breaker.probe_timeout),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> Word {
+        Word::decode(self.word.load(Ordering::Acquire))
+    }
+
+    /// The state at `now` (expiry-aware), without writing anything.
+    pub(crate) fn effective(&self, now: Ticks) -> Effective {
+        let w = self.load();
+        if w.state == CLOSED {
+            return Effective::Closed;
+        }
+        effective(w, now, &self.timing(&self.policy.load()))
+    }
+
+    pub(crate) fn consecutive_failures(&self) -> u64 {
+        self.consecutive.load(Ordering::SeqCst)
+    }
+
+    /// How many times each edge of [`Transition::PAIRS`] was taken.
+    pub(crate) fn transition_counts(&self) -> [u64; 4] {
+        std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
+    }
+
+    /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
+    /// (one load; [`Breaker::acquire`] decides everything else).
+    #[inline]
+    pub(crate) fn closed_generation(&self) -> Option<u32> {
+        let w = self.load();
+        (w.state == CLOSED).then_some(w.generation)
+    }
+
+    /// The refusal fast path: an Open breaker whose cooldown has not elapsed refuses and
+    /// changes nothing — exactly what [`Breaker::acquire`] decides then, without evaluating the
+    /// whole step. Answers the wait; `None` for every other case (not Open, or the cooldown has
+    /// elapsed), which [`Breaker::acquire`] decides. `now` is read only for an Open breaker.
+    #[inline(always)]
+    pub(crate) fn refusal_while_open(&self, now: impl FnOnce() -> Ticks) -> Option<Duration> {
+        let w = self.load();
+        if w.state != OPEN {
+            return None;
+        }
+        if w.deadline.is_never() {
+            return Some(Duration::MAX);
+        }
+        let now = now();
+        (now < w.deadline).then(|| Duration::from_millis(w.deadline.get() - now.get()))
+    }
+
+    /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
+    #[inline]
+    pub(crate) fn acquire(&self, now: impl FnOnce() -> Ticks) -> (GateDecision, Recorded) {
+        let w = self.load();
+        if w.state == CLOSED {
+            return (
+                GateDecision::Allowed(Permit::admitted(w.generation)),
+                Recorded::default(),
+            );
+        }
+        let t = self.timing(&self.policy.load());
+        let (decision, recorded) = self.apply(w, now(), |_| (Event::Acquire, t), |_, _| {});
+        // Every Acquire step answers; the fallback is unreachable.
+        let decision = decision.unwrap_or(GateDecision::Refused {
+            retry_after: Duration::MAX,
+        });
+        (decision, recorded)
+    }
+
+    /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
+    pub(crate) fn would_allow(&self, now: impl FnOnce() -> Ticks) -> bool {
+        let w = self.load();
+        if w.state == CLOSED {
+            return true;
+        }
+        let t = self.timing(&self.policy.load());
+        step(w, Event::Acquire, now(), &t)
+            .decision
+            .is_some_and(|d| d.is_allowed())
+    }
+
+    /// Records a success for the breaker (`generation`: the permit's, when there is one).
+    #[inline]
+    pub(crate) fn on_success(
+        &self,
+        generation: Option<u32>,
+        now: impl FnOnce() -> Ticks,
+    ) -> Recorded {
+        if self.success_if_closed(generation) {
+            return Recorded::default();
+        }
+        let w = self.load();
+        let now = now();
+        if self.has_window(Ordering::Acquire) {
+            if let Some(window) = &*self.window.load() {
+                window.add(now, true);
+            }
+        }
+        let t = self.timing(&self.policy.load());
+        self.apply(
+            w,
+            now,
+            |_| (Event::Success(generation), t),
+            |s, _| {
+                if s.next.state == CLOSED && s.transition.is_some() {
+                    self.set_history(HISTORY_CLOSED_MASK, now.get());
+                }
+            },
+        )
+        .1
+    }
+
+    /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
+    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window only
+    /// resets the counter, and this does it and answers `true`. `false`: any other case, for
+    /// [`Breaker::on_success`] to decide (it re-reads the word).
+    #[inline(always)]
+    pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
+        let w = self.load();
+        if w.state == CLOSED
+            && generation.is_none_or(|g| g == w.generation)
+            && !self.has_window(Ordering::Relaxed)
+        {
+            if self.consecutive.load(Ordering::Relaxed) != 0 {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Records a failure for the breaker (`generation`: the permit's, when there is one;
+    /// `not_before`: the tool's retry hint as an instant, zero for none).
+    pub(crate) fn on_failure(
+        &self,
+        generation: Option<u32>,
+        now: Ticks,
+        not_before: Ticks,
+    ) -> Recorded {
+        let w = self.load();
+        // Count first, then decide: concurrent failures see distinct counts, so exactly one of
+        // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
+        // SeqCst: the registry's eviction handshake reads this counter to decide that a tool is
+        // fresh (see `ToolHealthRegistry::touch`).
+        let count = self
+            .consecutive
+            .fetch_add(1, Ordering::SeqCst)
+            .saturating_add(1);
+        let p = self.policy.load();
+        let rate = match (p.trip, &*self.window.load()) {
+            (
+                TripPolicy::FailureRate {
+                    ratio, min_calls, ..
+                },
+                Some(window),
+            ) => {
+                window.add(now, false);
+                let (failures, calls) = window.counts(now);
+                Some(TripPolicy::rate_trips(ratio, min_calls, failures, calls))
+            }
+            _ => None,
+        };
+        let threshold = u64::from(p.breaker.failure_threshold);
+        let trips = rate.unwrap_or(threshold != 0 && count >= threshold);
+        let level = self.backoff_level();
+        let stable_after = p
+            .backoff
+            .as_ref()
+            .map_or(Ticks::ZERO, |b| Ticks::span(b.stable_after));
+        let closed_at = Ticks::new(self.history.load(Ordering::Relaxed) & HISTORY_CLOSED_MASK);
+        // The backoff level an opening from this word would have.
+        let opening_level = |w: Word| -> u32 {
+            if p.backoff.is_none() {
+                return 0;
+            }
+            match w.state {
+                CLOSED if !closed_at.is_never() && now.saturating_sub(closed_at) < stable_after => {
+                    level.saturating_add(1)
+                }
+                CLOSED => 0,
+                HALF_OPEN => level.saturating_add(1),
+                _ => level,
+            }
+        };
+        let facts = FailureFacts { trips, not_before };
+        let base = self.timing(&p);
+        self.apply(
+            w,
+            now,
+            |w| {
+                let t = Timing {
+                    open_for: p.opening_ticks(opening_level(w)),
+                    ..base
+                };
+                (Event::Failure(generation, facts), t)
+            },
+            |s, from| {
+                if !s.counts_failure {
+                    self.consecutive.fetch_sub(1, Ordering::Relaxed);
+                }
+                if matches!(s.transition, Some(t) if t.to == BreakerState::Open) {
+                    // This failure opened the breaker: remember the episode's backoff level.
+                    let level = u64::from(opening_level(from)).min(HISTORY_LEVEL_MAX);
+                    self.set_history(
+                        HISTORY_LEVEL_MAX << HISTORY_LEVEL_SHIFT,
+                        level << HISTORY_LEVEL_SHIFT,
+                    );
+                }
+            },
+        )
+        .1
+    }
+
+    /// Gives a probe permit back without a result: the next gate call may probe at once.
+    pub(crate) fn release(&self, generation: u32, now: Ticks) -> Recorded {
+        let t = self.timing(&self.policy.load());
+        self.apply(
+            self.load(),
+            now,
+            |_| (Event::Release(generation), t),
+            |_, _| {},
+        )
+        .1
+    }
+
+    /// Back to fresh: closed, counters zero, backoff forgotten. The generation still grows, so
+    /// permits handed out before the reset are stale afterwards.
+    pub(crate) fn reset(&self) {
+        let mut cur = self.word.load(Ordering::Acquire);
+        loop {
+            let fresh = Word::closed(next_gen(Word::decode(cur).generation)).encode();
+            match self
+                .word
+                .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        self.consecutive.store(0, Ordering::Relaxed);
+        self.set_history(
+            HISTORY_LEVEL_MAX << HISTORY_LEVEL_SHIFT | HISTORY_CLOSED_MASK,
+            Ticks::NEVER.get(),
+        );
+        if let Some(window) = &*self.window.load() {
+            window.clear();
+        }
+    }
+
+    /// The only concurrent code of the breaker: evaluate the pure step on the current word,
+    /// install it with CAS, retry on a lost race. `make` builds the event and timing for a word
+    /// (a failure's backoff depends on the state it meets); `done` runs once, after install,
+    /// with the step and the word it was applied to.
+    fn apply(
+        &self,
+        mut w: Word,
+        now: Ticks,
+        make: impl Fn(Word) -> (Event, Timing),
+        done: impl FnOnce(&Step, Word),
+    ) -> (Option<GateDecision>, Recorded) {
+        loop {
+            let (ev, t) = make(w);
+            let s = step(w, ev, now, &t);
+            let installed = s.next == w
+                || self
+                    .word
+                    .compare_exchange_weak(
+                        w.encode(),
+                        s.next.encode(),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .map_err(|actual| w = Word::decode(actual))
+                    .is_ok();
+            if !installed {
+                continue;
+            }
+            if s.reset_counter {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            done(&s, w);
+            let expired = (s.expired_lease && s.next != w).then_some(Transition {
+                from: BreakerState::HalfOpen,
+                to: BreakerState::Open,
+                reason: TransitionReason::LeaseExpired,
+            });
+            let recorded = Recorded {
+                expired,
+                transition: s.transition,
+            };
+            for t in recorded.transitions() {
+                self.transitions[t.pair_index()].fetch_add(1, Ordering::Relaxed);
+            }
+            return (s.decision, recorded);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::CircuitBreakerConfig;
+    use BreakerState::*;
+
+    /// A breaker with a 30 s cooldown, a 10 s lease and threshold 3.
+    fn breaker_30s_10s() -> Breaker {
+        Breaker::new(Arc::new(ToolPolicy::from(CircuitBreakerConfig {
+            failure_threshold: 3,
+            recovery_duration: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(10),
+        })))
+    }
+
+    #[test]
+    fn the_refusal_fast_path_agrees_with_the_step() {
+        let never = Ticks::NEVER.get();
+        for deadline in [0, 1, 29_999, 30_000, 30_001, never - 1, never] {
+            for now in [0, 1, 29_999, 30_000, 30_001, never - 2, never - 1] {
+                let (deadline, now) = (Ticks::new(deadline), Ticks::new(now));
+                let w = Word::open(5, deadline);
+                let b = breaker_30s_10s();
+                b.word.store(w.encode(), Ordering::Relaxed);
+                let s = step(w, Event::Acquire, now, &b.timing(&b.policy.load()));
+                match b.refusal_while_open(|| now) {
+                    Some(retry_after) => {
+                        assert_eq!(s.decision, Some(GateDecision::Refused { retry_after }));
+                        assert_eq!(s.next, w, "a refusal while open changes nothing");
+                        assert!(s.transition.is_none() && !s.expired_lease);
+                    }
+                    None => assert!(matches!(s.decision, Some(GateDecision::Probe(_)))),
+                }
+            }
+        }
+        for w in [
+            Word::closed(3),
+            Word::half_open(4, Ticks::new(40_000)),
+            Word::half_open(4, Ticks::new(10)),
+        ] {
+            let b = breaker_30s_10s();
+            b.word.store(w.encode(), Ordering::Relaxed);
+            assert_eq!(b.refusal_while_open(|| Ticks::new(20_000)), None, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn breaker_counts_and_resets() {
+        let b = Breaker::new(Arc::new(ToolPolicy::from(CircuitBreakerConfig::default())));
+        let (t0, t1, t2) = (Ticks::ZERO, Ticks::new(1), Ticks::new(2));
+        b.on_failure(None, t0, Ticks::ZERO);
+        b.on_failure(None, t0, Ticks::ZERO);
+        assert_eq!(b.consecutive_failures(), 2);
+        b.on_success(None, || t0);
+        assert_eq!(b.consecutive_failures(), 0);
+        for _ in 0..3 {
+            b.on_failure(None, t1, Ticks::ZERO);
+        }
+        assert_eq!(b.effective(t1).state(), Open);
+        b.on_success(None, || t2);
+        assert_eq!(
+            b.consecutive_failures(),
+            3,
+            "a success while open is ignored"
+        );
+        assert_eq!(b.transition_counts(), [1, 0, 0, 0]);
+    }
+}

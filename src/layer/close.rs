@@ -1,0 +1,82 @@
+//! A closed tool span → a record in the registry: classify what was seen, measure the
+//! duration, record with the bound permit, write the transitions on the span.
+
+use tracing::span::Id;
+
+use crate::breaker::Transition;
+use crate::call::CallReport;
+use crate::hook::CallingOut;
+
+use super::classify::SpanFacts;
+use super::span_state::ToolSpan;
+use super::{otel, ToolHealthLayer};
+
+impl ToolHealthLayer {
+    /// Records a closed tool span's outcome; no extensions lock is held.
+    pub(super) fn finish(&self, id: &Id, mut state: ToolSpan) {
+        let _calling_out = CallingOut::enter();
+        let registry = &self.core.registry;
+        let binding = state.binding.take();
+        let Some(name) = state.tool_name() else {
+            // Not a tool span after all (no name, or another operation): nothing to record,
+            // and a probe bound to it goes back at once.
+            if let Some((b, permit)) = binding.as_ref().and_then(|b| Some((b, b.probe()?))) {
+                let _ = registry.release(&b.tool, permit);
+            }
+            return;
+        };
+        if binding.as_ref().is_some_and(|b| !b.decision.is_allowed()) {
+            // Refused: the gate counted the refusal; the call was not made.
+            return;
+        }
+        let facts = SpanFacts {
+            tool: name,
+            error_type: state
+                .error_type
+                .as_deref()
+                .or(state.event_error_type.as_deref()),
+            status_error: state.status_error,
+            error_event: state.error_event,
+            panicked: state.panicked,
+            completed: state.completed,
+        };
+        let outcome = self.core.classify(&facts);
+
+        // The permit's generation applies only to the breaker it came from.
+        let (permit, other_probe) = match &binding {
+            Some(b) if &*b.tool == name => (b.decision.permit(), None),
+            Some(b) => (None, b.probe().map(|p| (&*b.tool, p))),
+            None => (None, None),
+        };
+        let mut transitions: Vec<Transition> = Vec::new();
+        match outcome {
+            Some(outcome) => {
+                let duration = registry.now().saturating_sub(state.start);
+                let recorded = registry.record_report(
+                    name,
+                    &CallReport {
+                        outcome,
+                        duration,
+                        generation: permit.map(|p| p.generation()),
+                        error_type: facts.error_type,
+                        retry_after: state.retry_hint(),
+                    },
+                );
+                transitions.extend(recorded.transitions());
+            }
+            None => {
+                if let Some(p) = permit.filter(|p| p.is_probe()) {
+                    transitions.extend(registry.release(name, p).transitions());
+                }
+            }
+        }
+        if let Some((tool, p)) = other_probe {
+            let _ = registry.release(tool, p);
+        }
+        if !transitions.is_empty() {
+            if let Some(dispatch) = self.dispatch() {
+                otel::annotate_transitions(&dispatch, id, &transitions);
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Operator controls by name: force open, force closed, shadow mode, reset (see
+//! [`ToolControl`]).
+
+use std::time::Duration;
+
+use crate::control::ToolControl;
+use crate::ticks::Ticks;
+
+use super::ToolHealthRegistry;
+
+impl ToolHealthRegistry {
+    /// Isolates the tool: every call is refused until [`release_control`](Self::release_control).
+    /// Returns `false` when the tool cannot be tracked (past the cap).
+    pub fn force_open(&self, tool: &str) -> bool {
+        self.with_entry_or_insert(tool, |e| {
+            e.control
+                .set_mode(ToolControl::ForcedOpen { until: None }, Ticks::NEVER)
+        })
+        .is_some()
+    }
+
+    /// Isolates the tool until `until` on the registry's clock (see [`now`](Self::now)).
+    pub fn force_open_until(&self, tool: &str, until: Duration) -> bool {
+        self.with_entry_or_insert(tool, |e| {
+            e.control.set_mode(
+                ToolControl::ForcedOpen { until: Some(until) },
+                Ticks::at(until),
+            )
+        })
+        .is_some()
+    }
+
+    /// Isolates the tool for `duration` from now.
+    pub fn force_open_for(&self, tool: &str, duration: Duration) -> bool {
+        let until = self.clock.now().saturating_add(duration);
+        self.force_open_until(tool, until)
+    }
+
+    /// Disables the tool's breaker: every call is allowed (results still feed the stats and
+    /// the breaker).
+    pub fn force_closed(&self, tool: &str) -> bool {
+        self.with_entry_or_insert(tool, |e| {
+            e.control.set_mode(ToolControl::ForcedClosed, Ticks::ZERO)
+        })
+        .is_some()
+    }
+
+    /// Back to normal: the breaker decides again (shadow mode is left as it is).
+    pub fn release_control(&self, tool: &str) {
+        self.with_entry(tool, |e| {
+            e.control.set_mode(ToolControl::Normal, Ticks::ZERO)
+        });
+    }
+
+    /// Shadow mode on or off: refusals are decided and counted, not enforced.
+    pub fn set_shadow(&self, tool: &str, on: bool) -> bool {
+        if !on {
+            self.with_entry(tool, |e| e.control.set_shadow(false));
+            return true;
+        }
+        self.with_entry_or_insert(tool, |e| e.control.set_shadow(true))
+            .is_some()
+    }
+
+    /// The operator control in force for the tool (a lapsed forced-open reads as such until
+    /// released; the gate no longer enforces it).
+    pub fn control(&self, tool: &str) -> ToolControl {
+        self.with_entry(tool, |e| e.control.state().mode)
+            .unwrap_or(ToolControl::Normal)
+    }
+
+    /// Whether shadow mode is on for the tool.
+    pub fn is_shadow(&self, tool: &str) -> bool {
+        self.with_entry(tool, |e| e.control.state().shadow)
+            .unwrap_or(false)
+    }
+
+    /// Resets the tool to fresh: stats zeroed, breaker closed, backoff forgotten. Permits
+    /// handed out before are stale afterwards. Controls and policy are kept.
+    pub fn reset(&self, tool: &str) {
+        self.with_entry(tool, |e| {
+            e.breaker.reset();
+            e.stats.reset();
+        });
+    }
+}

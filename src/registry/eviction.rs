@@ -1,0 +1,190 @@
+//! Tracking: a tool's first sight, the cap, and idle eviction with its handshake with records.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use crate::breaker::Effective;
+use crate::ticks::Ticks;
+
+use super::entry::{Entry, RETIRED};
+use super::names::NameIndex;
+use super::ToolHealthRegistry;
+
+impl ToolHealthRegistry {
+    /// Runs `f` on the tool's entry, creating it on first sight; `None` past the cap.
+    ///
+    /// `f` does the record's work first, then the entry is [touched](Self::touch); if the
+    /// evictor retired the entry meanwhile, the work is redone on a fresh entry, so a record is
+    /// never lost in an evicted entry. Side effects that must happen once (observers) belong
+    /// after this returns.
+    #[inline]
+    pub(super) fn with_entry_or_insert<R>(&self, tool: &str, f: impl Fn(&Entry) -> R) -> Option<R> {
+        if let Some(Some(r)) = self.names.with(tool, |e| {
+            let r = f(e);
+            self.touch(e).then_some(r)
+        }) {
+            return Some(r);
+        }
+        // First sight, or the entry was evicted under us: a new entry can be evicted between
+        // its insertion and the work too, so the same work-then-touch applies.
+        loop {
+            let e = self.insert_slow(tool)?;
+            let r = f(&e);
+            if self.touch(&e) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Marks the entry seen in the current sweep epoch, after a record's work; `false` if the
+    /// evictor retired it (the caller then redoes the work on a fresh entry).
+    ///
+    /// # Orderings
+    ///
+    /// This is a Dekker handshake with [`evict_idle`](Self::evict_idle). The record's last
+    /// read-modify-write before this call (the success or failure count, or the failure
+    /// counter) is `SeqCst`, and so are the loads here; the evictor bumps the epoch (`SeqCst`)
+    /// before it reads the consecutive-failure counter (`SeqCst`). So either the record reads
+    /// the new epoch and then races the evictor for `seen` by CAS — exactly one wins — or the
+    /// evictor sees the record's writes: a failure makes the tool not fresh and it is kept; a
+    /// success is part of the history the eviction forgets, linearised before it. On x86-64
+    /// these orderings cost nothing over `Relaxed`. In the steady state this is two loads.
+    #[inline(always)]
+    pub(super) fn touch(&self, e: &Entry) -> bool {
+        if !self.evicting {
+            return true; // nothing is ever retired
+        }
+        let epoch = self.sweep_epoch.load(Ordering::SeqCst);
+        let mut seen = e.seen.load(Ordering::SeqCst);
+        while seen != epoch {
+            if seen == RETIRED {
+                return false;
+            }
+            match e
+                .seen
+                .compare_exchange_weak(seen, epoch, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(actual) => seen = actual,
+            }
+        }
+        true
+    }
+
+    /// A tool's first sight: creates its entry under the insert lock, or `None` past the cap
+    /// (after a cap-triggered sweep, when configured, found nothing to evict).
+    #[cold]
+    pub(super) fn insert_slow(&self, tool: &str) -> Option<Arc<Entry>> {
+        let mut sweeps = self
+            .insert_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = self.names.with(tool, Arc::clone) {
+            // Retired entries are removed under this lock, so a mapped entry is live.
+            return Some(e);
+        }
+        if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
+            // At most one cap-triggered sweep per eighth of the idle time, so a storm of new
+            // names past the cap costs a lookup each, not a scan each.
+            let due = |idle_for: Duration| {
+                let last = sweeps.back().map_or(Ticks::ZERO, |&(_, start)| start);
+                let gap = Ticks::new((Ticks::span(idle_for).get() / 8).max(1));
+                self.now_ticks().saturating_sub(last) >= gap
+            };
+            match self.evict_idle_after {
+                Some(idle_for) if due(idle_for) && self.evict_locked(&mut sweeps, idle_for) > 0 => {
+                }
+                _ => return None,
+            }
+        }
+        let entry = Arc::new(Entry::new(
+            tool,
+            self.policy_for(tool),
+            self.sweep_epoch.load(Ordering::Relaxed),
+        ));
+        let entry = self.names.insert_with(tool, || Some(entry))?;
+        self.tracked.fetch_add(1, Ordering::Relaxed);
+        Some(entry)
+    }
+
+    /// Evicts tools not recorded for at least `idle_for` whose state is equivalent to fresh:
+    /// breaker closed, no consecutive failures, no operator control. Returns how many.
+    ///
+    /// An open or half-open breaker is never evicted, whatever its idleness; a tool that comes
+    /// back after eviction starts fresh (its history is gone, its per-tool policy override is
+    /// kept). Call it periodically (or set
+    /// [`RegistryBuilder::evict_idle_after`](crate::RegistryBuilder::evict_idle_after) to run it
+    /// when the cap is reached), so a long-running process with a churning tool set stays
+    /// bounded.
+    ///
+    /// Idleness is measured in sweeps: each call starts a new sweep epoch, and a tool counts as
+    /// idle when it was last recorded in an epoch that ended at least `idle_for` ago. So a tool
+    /// is evicted at the latest one sweep period after it became `idle_for` idle.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tool_health::{ManualClock, ToolHealthRegistry};
+    ///
+    /// let clock = ManualClock::new();
+    /// let registry = ToolHealthRegistry::builder()
+    ///     .clock(clock.clone())
+    ///     .evictable()
+    ///     .build();
+    /// registry.record_success("one_off_tool", Duration::from_millis(3));
+    /// // Sweep periodically, e.g. every minute:
+    /// for _ in 0..15 {
+    ///     clock.advance(Duration::from_secs(60));
+    ///     registry.evict_idle(Duration::from_secs(600));
+    /// }
+    /// assert!(registry.snapshot("one_off_tool").is_none());
+    /// ```
+    ///
+    /// Only a registry built with [`RegistryBuilder::evictable`](crate::RegistryBuilder::evictable)
+    /// (or `evict_idle_after`) evicts; any other returns 0.
+    pub fn evict_idle(&self, idle_for: Duration) -> usize {
+        let mut sweeps = self
+            .insert_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.evict_locked(&mut sweeps, idle_for)
+    }
+
+    fn evict_locked(&self, sweeps: &mut VecDeque<(u64, Ticks)>, idle_for: Duration) -> usize {
+        let now = self.now_ticks();
+        let epoch = self.sweep_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        sweeps.push_back((epoch, now));
+        let cutoff = now.saturating_sub(Ticks::span(idle_for));
+        // The newest epoch that started at or before the cutoff: whatever was last seen before
+        // it has been idle for at least `idle_for`.
+        let Some(&(threshold, _)) = sweeps.iter().rev().find(|&&(_, start)| start <= cutoff) else {
+            return 0;
+        };
+        while sweeps.len() > 1 && sweeps[1].1 <= cutoff {
+            sweeps.pop_front();
+        }
+        let NameIndex::Evictable(map) = &self.names else {
+            return 0; // built without eviction: the index only grows
+        };
+        let map = map.pin();
+        let mut evicted = 0;
+        for (name, e) in map.iter() {
+            let seen = e.seen.load(Ordering::SeqCst);
+            let fresh_equivalent = e.breaker.effective(now) == Effective::Closed
+                && e.breaker.consecutive_failures() == 0
+                && e.control.raw() == 0;
+            if seen < threshold
+                && fresh_equivalent
+                && e.seen
+                    .compare_exchange(seen, RETIRED, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                map.remove(name);
+                self.tracked.fetch_sub(1, Ordering::Relaxed);
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+}

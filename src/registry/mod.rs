@@ -1,0 +1,197 @@
+//! The registry: tool name → stats and breaker, the gate and the record paths by name.
+//!
+//! One `impl ToolHealthRegistry` block per verb, each in its own file:
+//!
+//! | file | what |
+//! |---|---|
+//! | `builder.rs` | [`RegistryBuilder`], constructors |
+//! | `config.rs` | the default config and per-tool policies |
+//! | `gate.rs` | `allow_request`, `check`, `is_tool_available` |
+//! | `record.rs` | `record_*`, `release` |
+//! | `controls.rs` | force open / closed, shadow, reset |
+//! | `eviction.rs` | first sight, the cap, idle eviction and its handshake with records |
+//! | `observers.rs` | [`HealthObserver`] and how it is called |
+//! | `reads.rs` | snapshots, summaries, `unavailable_tools` |
+//! | `handle.rs` | [`ToolHandle`]: the same paths on a pre-resolved tool |
+//! | `entry.rs`, `names.rs`, `index.rs` | one tool's entry; the name index |
+//!
+//! # Cost model
+//!
+//! * **First sight of a name** (the first *record* of a tool): one mutex acquisition, the entry's
+//!   allocation and an insertion into the map. This is the only slow path and the only place
+//!   a lock is taken.
+//! * **Every later call** on that tool — `allow_request`, `check`, `record_*`, and every read —
+//!   is a lookup in a guard-free append-only index (plain loads, no read-modify-write; see
+//!   `index.rs`) followed by atomics on the tool's entry. Nothing is allocated:
+//!   `tests/zero_alloc.rs` pins this with a counting allocator. A registry built with
+//!   [`RegistryBuilder::evictable`] uses papaya instead (epoch-protected, so entries can be
+//!   removed), which costs a little more per lookup (figures in `BENCHMARKS.md`).
+//! * **Reads never create entries** ("no ghost breakers"): an unknown tool reads as fresh —
+//!   healthy, score 1.0, breaker closed, always available. The gate does not create entries
+//!   either: a tool nobody has recorded is closed, so there is nothing to remember yet.
+//!
+//! # Bounded memory
+//!
+//! At most [`RegistryBuilder::max_tools`] tools (default [`DEFAULT_MAX_TOOLS`]) are tracked.
+//! Past the cap a new name is not tracked: its calls are always allowed and are counted only in
+//! the registry's [`OverflowStats`], so memory stays bounded whatever names a model invents.
+//!
+//! # Names
+//!
+//! Names are compared byte-wise, exactly as given: `Search`, `search` and a differently
+//! normalised unicode spelling are three tools. Any string is accepted, the empty one and
+//! control characters included.
+//!
+//! # Configuration
+//!
+//! [`ToolHealthRegistry::set_config`] swaps the default [`CircuitBreakerConfig`] atomically
+//! (arc-swap); it applies to breakers created afterwards, so set it before traffic.
+
+mod builder;
+mod config;
+mod controls;
+mod entry;
+mod eviction;
+mod gate;
+mod handle;
+mod index;
+mod names;
+mod observers;
+mod reads;
+mod record;
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::clock::Clock;
+use crate::policy::ToolPolicy;
+use crate::ticks::Ticks;
+
+pub use builder::RegistryBuilder;
+use entry::Entry;
+pub use handle::ToolHandle;
+pub use observers::{CallEvent, HealthObserver};
+pub use reads::{OverflowStats, ToolHealthSnapshot, UnavailableTool};
+
+use names::NameIndex;
+
+#[cfg(doc)]
+use crate::policy::CircuitBreakerConfig;
+
+/// How many distinct tools a registry tracks by default.
+pub const DEFAULT_MAX_TOOLS: usize = 10_000;
+
+/// Per-tool health stats and circuit breakers, keyed by tool name.
+///
+/// Share it behind an `Arc`; every method takes `&self`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry, REFUSAL_MESSAGE};
+///
+/// let clock = ManualClock::new();
+/// let registry = ToolHealthRegistry::builder()
+///     .config(CircuitBreakerConfig { failure_threshold: 2, ..Default::default() })
+///     .clock(clock.clone())
+///     .build();
+///
+/// for _ in 0..2 {
+///     assert!(registry.allow_request("db"));
+///     registry.record_failure("db", Duration::from_millis(800));
+/// }
+/// assert_eq!(registry.breaker_state("db"), BreakerState::Open);
+/// assert!(!registry.allow_request("db")); // tell the model REFUSAL_MESSAGE
+///
+/// clock.advance(Duration::from_secs(30));
+/// assert!(registry.allow_request("db")); // the single probe
+/// assert!(!registry.is_tool_available("db")); // everyone else waits
+/// registry.record_success("db", Duration::from_millis(20));
+/// assert_eq!(registry.breaker_state("db"), BreakerState::Closed);
+/// ```
+pub struct ToolHealthRegistry {
+    names: NameIndex,
+    /// Built for idle eviction: the evictable index, and records touch their entry.
+    evicting: bool,
+    /// Serialises first sights and evictions; never taken on a known tool. Holds the history of
+    /// sweep epochs: (epoch, the instant it started), oldest first.
+    insert_lock: Mutex<VecDeque<(u64, Ticks)>>,
+    /// The current sweep epoch (see [`ToolHealthRegistry::evict_idle`]).
+    sweep_epoch: AtomicU64,
+    /// Evict idle tools this old when a first sight meets the cap.
+    evict_idle_after: Option<Duration>,
+    tracked: AtomicUsize,
+    max_tools: usize,
+    default_policy: ArcSwap<ToolPolicy>,
+    overrides: ArcSwap<HashMap<Box<str>, Arc<ToolPolicy>>>,
+    clock: Arc<dyn Clock>,
+    overflow_success: AtomicU64,
+    overflow_failure: AtomicU64,
+    overflow_ignored: AtomicU64,
+    overflow_records: AtomicU64,
+    has_observers: AtomicBool,
+    observers: ArcSwap<Vec<Arc<dyn HealthObserver>>>,
+}
+
+impl fmt::Debug for ToolHealthRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolHealthRegistry")
+            .field("tracked_tools", &self.tracked_tools())
+            .field("max_tools", &self.max_tools)
+            .field("default_policy", &**self.default_policy.load())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ToolHealthRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ToolHealthRegistry {
+    /// The registry clock's reading.
+    pub fn now(&self) -> Duration {
+        self.clock.now()
+    }
+
+    /// The clock's reading as a breaker instant.
+    #[inline]
+    fn now_ticks(&self) -> Ticks {
+        Ticks::at(self.clock.now())
+    }
+
+    /// The clock's [coarse reading](Clock::now_coarse) as a breaker instant: only for "still
+    /// cooling down?".
+    #[inline]
+    fn coarse_now_ticks(&self) -> Ticks {
+        Ticks::at(self.clock.now_coarse())
+    }
+
+    /// This registry's identity, as the span-binding hook sees it.
+    #[inline(always)]
+    fn address(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Runs `f` on the tool's entry, if tracked. Never creates one.
+    #[inline]
+    fn with_entry<R>(&self, tool: &str, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        self.names.with(tool, |e| f(e))
+    }
+
+    /// How many tools are tracked.
+    pub fn tracked_tools(&self) -> usize {
+        self.tracked.load(Ordering::Relaxed)
+    }
+
+    /// The cap on tracked tools.
+    pub fn max_tools(&self) -> usize {
+        self.max_tools
+    }
+}

@@ -1,0 +1,211 @@
+//! Records: a finished call's outcome into the tool's stats and breaker, and `release`.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::breaker::Recorded;
+use crate::call::{CallOutcome, CallReport, Permit};
+use crate::clock::duration_to_nanos;
+use crate::ticks::Ticks;
+
+use super::entry::Entry;
+use super::names::NameIndex;
+use super::observers::CallEvent;
+use super::ToolHealthRegistry;
+
+impl ToolHealthRegistry {
+    /// Records a successful call by name.
+    ///
+    /// A success while the breaker is half-open is taken as the probe's result and closes it;
+    /// a success while open (or after the probe's lease expired) is ignored by the breaker.
+    #[inline]
+    pub fn record_success(&self, tool: &str, duration: Duration) -> Recorded {
+        self.record_report(tool, &CallReport::new(CallOutcome::Success, duration))
+    }
+
+    /// Records a failed call by name.
+    #[inline]
+    pub fn record_failure(&self, tool: &str, duration: Duration) -> Recorded {
+        self.record_report(tool, &CallReport::new(CallOutcome::Failure, duration))
+    }
+
+    /// Records a call admitted with `permit`: a result from an older breaker generation never
+    /// closes or re-opens a newer episode.
+    #[inline]
+    pub fn record_with_permit(
+        &self,
+        tool: &str,
+        permit: Permit,
+        outcome: CallOutcome,
+        duration: Duration,
+    ) -> Recorded {
+        self.record_report(tool, &CallReport::new(outcome, duration).permit(permit))
+    }
+
+    /// The general record: any [`CallOutcome`], with the permit, `error.type` and retry hint
+    /// a [`CallReport`] carries. A [`CallOutcome::Refused`] only counts a refusal.
+    #[inline(always)]
+    pub fn record_report(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
+        match &self.names {
+            NameIndex::AppendOnly(index) => match index.get(tool) {
+                Some(e) => self.record_on_entry(tool, Some(e), report),
+                None => self.record_first_sight(tool, report),
+            },
+            NameIndex::Evictable(_) => self.record_evictable(tool, report),
+        }
+    }
+
+    /// [`record_report`](Self::record_report) in an evicting registry: out of line, so the
+    /// append-only index's path carries no owned-`Arc` slot.
+    #[inline(never)]
+    fn record_evictable(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
+        let mut slot = None;
+        match self.names.get(tool, &mut slot) {
+            Some(e) => self.record_on_entry(tool, Some(e), report),
+            None => self.record_first_sight(tool, report),
+        }
+    }
+
+    /// A record for a name the index does not hold (yet): creates the entry, or counts the call
+    /// as overflow past the cap.
+    #[cold]
+    #[inline(never)]
+    fn record_first_sight(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
+        let entry = self.insert_slow(tool);
+        self.record_on_entry(tool, entry.as_deref(), report)
+    }
+
+    /// The record on a resolved entry (`None`: a tool past the cap): the one implementation
+    /// behind the by-name records and [`ToolHandle`](crate::ToolHandle).
+    #[inline(always)]
+    pub(super) fn record_on_entry(
+        &self,
+        tool: &str,
+        entry: Option<&Entry>,
+        report: &CallReport<'_>,
+    ) -> Recorded {
+        let outcome = report.outcome;
+        let duration = if outcome == CallOutcome::Refused {
+            Duration::ZERO
+        } else {
+            report.duration
+        };
+        let breaker_news = match entry {
+            Some(e) => {
+                let news = self.apply_record(e, report, duration);
+                // Work first, then touch: a record never lands in an evicted entry (see
+                // `touch`); a retired entry's record is redone on a fresh one.
+                if self.touch(e) {
+                    news
+                } else {
+                    self.redo_record(tool, report, duration)
+                }
+            }
+            None => {
+                self.count_overflow(outcome);
+                None
+            }
+        };
+        // `None` (the hot path: a success on a Closed breaker) is known empty without looking.
+        let recorded = match breaker_news {
+            None => Recorded::default(),
+            Some(recorded) => {
+                self.notify_transitions(tool, &recorded);
+                recorded
+            }
+        };
+        self.notify_call(|| CallEvent {
+            tool,
+            outcome,
+            duration,
+            error_type: report.error_type,
+            overflow: entry.is_none(),
+        });
+        recorded
+    }
+
+    /// The record of a retired entry, redone on the live one (or a fresh one).
+    #[cold]
+    #[inline(never)]
+    fn redo_record(
+        &self,
+        tool: &str,
+        report: &CallReport<'_>,
+        duration: Duration,
+    ) -> Option<Recorded> {
+        self.with_entry_or_insert(tool, |live| self.apply_record(live, report, duration))
+            .flatten()
+    }
+
+    /// A result on a tracked tool: its stats, then its breaker. `None` when the breaker was
+    /// not asked (the hot path: a success on a Closed breaker) or has nothing to report.
+    #[inline(always)]
+    fn apply_record(
+        &self,
+        e: &Entry,
+        report: &CallReport<'_>,
+        duration: Duration,
+    ) -> Option<Recorded> {
+        let generation = report.generation;
+        match report.outcome {
+            CallOutcome::Success => {
+                e.stats.record(true, duration);
+                // A slow success is a failure for the breaker only.
+                if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                    Some(
+                        e.breaker
+                            .on_failure(generation, self.now_ticks(), Ticks::ZERO),
+                    )
+                } else if e.breaker.success_if_closed(generation) {
+                    None
+                } else {
+                    Some(e.breaker.on_success(generation, || self.now_ticks()))
+                }
+            }
+            CallOutcome::Failure => {
+                e.stats.record(false, duration);
+                let now = self.now_ticks();
+                let not_before = report
+                    .retry_after
+                    .map_or(Ticks::ZERO, |d| now.after(Ticks::span(d)));
+                Some(e.breaker.on_failure(generation, now, not_before))
+            }
+            CallOutcome::Ignored => {
+                e.stats.record_ignored();
+                None
+            }
+            CallOutcome::Refused => {
+                e.stats.record_refused();
+                None
+            }
+        }
+    }
+
+    #[cold]
+    fn count_overflow(&self, outcome: CallOutcome) {
+        self.overflow_records.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            CallOutcome::Success => self.overflow_success.fetch_add(1, Ordering::Relaxed),
+            CallOutcome::Failure => self.overflow_failure.fetch_add(1, Ordering::Relaxed),
+            _ => self.overflow_ignored.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    /// Gives a probe permit back without a result (the call was cancelled): the breaker
+    /// re-opens with its cooldown already elapsed, so the next gate call may probe at once
+    /// instead of waiting for the lease. Does nothing for a permit that is not the live probe.
+    pub fn release(&self, tool: &str, permit: Permit) -> Recorded {
+        self.with_entry(tool, |e| self.release_on_entry(tool, e, permit))
+            .unwrap_or_default()
+    }
+
+    /// [`release`](Self::release) on a resolved entry.
+    pub(super) fn release_on_entry(&self, tool: &str, e: &Entry, permit: Permit) -> Recorded {
+        if !permit.probe {
+            return Recorded::default();
+        }
+        let recorded = e.breaker.release(permit.generation, self.now_ticks());
+        self.notify_transitions(tool, &recorded);
+        recorded
+    }
+}

@@ -96,3 +96,8 @@ pub use registry::{
 pub use router::{HealthRouter, HealthRouterBuilder};
 pub use semconv::REFUSAL_ERROR_TYPE;
 pub use stats::{HealthStatus, DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

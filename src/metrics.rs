@@ -35,13 +35,10 @@
 //!   allocates nothing here; a failed call allocates its `error.type` value.
 //! * **Without `publish_metrics` nothing is paid**: the registry has no observer and its hot
 //!   path does one relaxed load to find that out.
-//! * **A collection costs what the SDK charges per series**: eleven series per tracked tool.
-//!   With 10,000 tools that is 110,000 observations, about as long as the SDK takes to
-//!   aggregate the same series observed from prebuilt attributes (`benches/scale.rs`,
-//!   `collect_10k/sdk_floor_same_series`: the ratio is 1.0 within noise). Observable
-//!   instruments are re-aggregated from scratch at each collection (the attribute set is hashed
-//!   and copied for every point), so the cost grows with tools × series, once per export
-//!   interval, on the exporter's thread.
+//! * **A collection costs what the SDK charges per series**: eleven series per tracked tool,
+//!   re-aggregated by the SDK at each collection (observable instruments), once per export
+//!   interval, on the exporter's thread. `BENCHMARKS.md` has the figures against the SDK's own
+//!   floor for the same series.
 //!
 //! # What is counted
 //!

@@ -1,7 +1,7 @@
 //! [`RegistryBuilder`] and the registry's constructors.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use crate::policy::{CircuitBreakerConfig, ToolPolicy};
 use crate::ticks::Ticks;
 
 use super::names::NameIndex;
-use super::{ToolHealthRegistry, DEFAULT_MAX_TOOLS};
+use super::{ToolHealthRegistry, DEFAULT_MAX_TOOLS, EXTRA_TOUCH};
 
 /// Builds a [`ToolHealthRegistry`]: config, clock and cap.
 #[derive(Debug)]
@@ -83,7 +83,7 @@ impl RegistryBuilder {
             overflow_failure: AtomicU64::new(0),
             overflow_ignored: AtomicU64::new(0),
             overflow_records: AtomicU64::new(0),
-            has_observers: AtomicBool::new(false),
+            record_extras: AtomicU8::new(if self.evictable { EXTRA_TOUCH } else { 0 }),
             observers: ArcSwap::from_pointee(Vec::new()),
         }
     }

@@ -62,7 +62,7 @@ mod record;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,6 +82,11 @@ use names::NameIndex;
 
 #[cfg(doc)]
 use crate::policy::CircuitBreakerConfig;
+
+/// [`ToolHealthRegistry::record_extras`]: records touch their entry (an evicting registry).
+const EXTRA_TOUCH: u8 = 1;
+/// [`ToolHealthRegistry::record_extras`]: observers are registered.
+const EXTRA_OBSERVE: u8 = 1 << 1;
 
 /// How many distinct tools a registry tracks by default.
 pub const DEFAULT_MAX_TOOLS: usize = 10_000;
@@ -133,7 +138,10 @@ pub struct ToolHealthRegistry {
     overflow_failure: AtomicU64,
     overflow_ignored: AtomicU64,
     overflow_records: AtomicU64,
-    has_observers: AtomicBool,
+    /// What the record path must do beyond the stats and the breaker: [`EXTRA_TOUCH`] (an
+    /// evicting registry touches the entry) and [`EXTRA_OBSERVE`] (observers are registered).
+    /// Zero in a plain registry, which the record path checks with one load.
+    record_extras: AtomicU8,
     observers: ArcSwap<Vec<Arc<dyn HealthObserver>>>,
 }
 
@@ -171,6 +179,13 @@ impl ToolHealthRegistry {
     #[inline]
     fn coarse_now_ticks(&self) -> Ticks {
         Ticks::at(self.clock.now_coarse())
+    }
+
+    /// Whether any observer is registered. Acquire pairs with the Release in `add_observer`
+    /// (the list itself is published by arc-swap; on x86-64 this costs what Relaxed costs).
+    #[inline(always)]
+    fn has_observers(&self) -> bool {
+        self.record_extras.load(Ordering::Acquire) & EXTRA_OBSERVE != 0
     }
 
     /// This registry's identity, as the span-binding hook sees it.

@@ -9,7 +9,7 @@ use crate::breaker::{Recorded, Transition};
 use crate::call::CallOutcome;
 use crate::hook::CallingOut;
 
-use super::ToolHealthRegistry;
+use super::{ToolHealthRegistry, EXTRA_OBSERVE};
 
 /// One call, as observers see it.
 #[derive(Debug, Clone, Copy)]
@@ -51,13 +51,14 @@ impl ToolHealthRegistry {
             list.push(observer.clone());
             list
         });
-        self.has_observers.store(true, Ordering::Release);
+        self.record_extras
+            .fetch_or(EXTRA_OBSERVE, Ordering::Release);
     }
 
     /// Tells observers about a call; the event is only built when there are observers.
     #[inline(always)]
     pub(super) fn notify_call<'a>(&self, event: impl FnOnce() -> CallEvent<'a>) {
-        if self.has_observers.load(Ordering::Acquire) {
+        if self.has_observers() {
             self.notify_call_slow(&event());
         }
     }
@@ -74,7 +75,7 @@ impl ToolHealthRegistry {
     /// Tells observers about the transitions a result or gate call made.
     #[inline(always)]
     pub(super) fn notify_transitions(&self, tool: &str, recorded: &Recorded) {
-        if !recorded.is_empty() && self.has_observers.load(Ordering::Acquire) {
+        if !recorded.is_empty() && self.has_observers() {
             self.notify_transitions_slow(tool, recorded);
         }
     }

@@ -90,6 +90,30 @@ impl ToolHealthRegistry {
         } else {
             report.duration
         };
+        if self.record_extras.load(Ordering::Acquire) == 0 {
+            // A plain registry: nothing to touch, nobody to tell. One load decides both.
+            return match entry {
+                Some(e) => self.apply_record(e, report, duration).unwrap_or_default(),
+                None => {
+                    self.count_overflow(outcome);
+                    Recorded::default()
+                }
+            };
+        }
+        self.record_with_extras(tool, entry, report, duration)
+    }
+
+    /// [`record_on_entry`](Self::record_on_entry) when records touch their entry (eviction) or
+    /// observers are registered.
+    #[inline(never)]
+    fn record_with_extras(
+        &self,
+        tool: &str,
+        entry: Option<&Entry>,
+        report: &CallReport<'_>,
+        duration: Duration,
+    ) -> Recorded {
+        let outcome = report.outcome;
         let breaker_news = match entry {
             Some(e) => {
                 let news = self.apply_record(e, report, duration);

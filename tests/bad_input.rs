@@ -1,13 +1,41 @@
-//! Hostile input: odd names, huge durations, extreme configs. No panic, no overflow.
+//! Bad input, from plain hostile values to adversarial floods: odd and huge names, huge
+//! durations, extreme configs, a million invented names, spans stuffed with fields, non-string
+//! GenAI values, a 10 KiB `error.type`, and property tests over the outcome classifier. No
+//! panic, no overflow, bounded memory, clear behaviour.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
+use proptest::prelude::*;
+use tool_health::layer::{DefaultClassifier, OutcomeClassifier, SpanFacts};
 use tool_health::{
-    BreakerState, CircuitBreakerConfig, GateDecision, HealthStatus, ManualClock, ToolHealthRegistry,
+    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, HealthStatus, ManualClock,
+    ToolHealthLayer, ToolHealthRegistry, DEFAULT_MAX_TOOLS,
 };
+use tracing_subscriber::layer::SubscriberExt;
+
+mod support;
+
+use support::LIVE;
+
+#[global_allocator]
+static ALLOC: support::Counting = support::Counting;
+
+/// The allocator counts the whole process: tests in this binary run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+// Hostile values through the registry's API.
 
 #[test]
 fn any_name_is_a_distinct_tool_compared_byte_wise() {
+    let _serial = serial();
     let r = ToolHealthRegistry::new();
     let long = "x".repeat(64 * 1024);
     let names = [
@@ -41,6 +69,7 @@ fn any_name_is_a_distinct_tool_compared_byte_wise() {
 
 #[test]
 fn duration_max_in_records_saturates() {
+    let _serial = serial();
     let r = ToolHealthRegistry::new();
     r.record_success("t", Duration::MAX);
     r.record_failure("t", Duration::MAX);
@@ -52,6 +81,7 @@ fn duration_max_in_records_saturates() {
 
 #[test]
 fn duration_max_in_every_config_field_means_never() {
+    let _serial = serial();
     let clock = ManualClock::new();
     let r = ToolHealthRegistry::builder()
         .clock(clock.clone())
@@ -80,6 +110,7 @@ fn duration_max_in_every_config_field_means_never() {
 
 #[test]
 fn huge_lease_with_short_recovery_keeps_the_probe() {
+    let _serial = serial();
     let clock = ManualClock::new();
     let r = ToolHealthRegistry::builder()
         .clock(clock.clone())
@@ -98,6 +129,7 @@ fn huge_lease_with_short_recovery_keeps_the_probe() {
 
 #[test]
 fn threshold_at_the_integer_maximum_does_not_trip_early() {
+    let _serial = serial();
     let r = ToolHealthRegistry::with_config(CircuitBreakerConfig {
         failure_threshold: u32::MAX,
         ..Default::default()
@@ -112,6 +144,7 @@ fn threshold_at_the_integer_maximum_does_not_trip_early() {
 
 #[test]
 fn a_clock_at_its_end_keeps_working() {
+    let _serial = serial();
     let clock = ManualClock::new();
     clock.advance(Duration::MAX);
     let r = ToolHealthRegistry::builder()
@@ -128,6 +161,7 @@ fn a_clock_at_its_end_keeps_working() {
 
 #[test]
 fn a_zero_cap_tracks_nothing_and_allows_everything() {
+    let _serial = serial();
     let r = ToolHealthRegistry::builder().max_tools(0).build();
     for _ in 0..10 {
         r.record_failure("t", Duration::ZERO);
@@ -135,4 +169,224 @@ fn a_zero_cap_tracks_nothing_and_allows_everything() {
     assert!(r.allow_request("t"));
     assert_eq!(r.tracked_tools(), 0);
     assert_eq!(r.overflow().failure_count, 10);
+}
+
+// Adversarial floods and spans, through the layer.
+
+#[test]
+fn a_million_invented_names_stay_within_the_cap() {
+    let _serial = serial();
+    let r = ToolHealthRegistry::new();
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut name = String::with_capacity(32);
+    for i in 0..1_000_000u32 {
+        name.clear();
+        use std::fmt::Write;
+        let _ = write!(name, "hallucinated_tool_{i}");
+        if i % 2 == 0 {
+            r.record_failure(&name, Duration::from_millis(1));
+        } else {
+            r.record_success(&name, Duration::from_millis(1));
+        }
+    }
+    let grown = LIVE.load(Ordering::Relaxed) - before;
+    assert_eq!(r.tracked_tools(), DEFAULT_MAX_TOOLS);
+    let o = r.overflow();
+    assert_eq!(o.records, 1_000_000 - DEFAULT_MAX_TOOLS as u64);
+    assert_eq!(o.success_count + o.failure_count, o.records);
+    // Bounded by the cap: under 512 bytes per tracked tool, whatever the name count.
+    let per_tool = grown / DEFAULT_MAX_TOOLS as i64;
+    assert!(per_tool < 512, "{per_tool} bytes per tracked tool");
+    eprintln!(
+        "1,000,000 names: {} tracked, {} overflow records, heap +{grown} bytes ({per_tool} per tracked tool)",
+        r.tracked_tools(),
+        o.records
+    );
+}
+
+#[test]
+fn huge_empty_and_control_names_through_the_layer() {
+    let _serial = serial();
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        ToolHealthRegistry::builder()
+            .clock(clock)
+            .config(CircuitBreakerConfig {
+                failure_threshold: 1,
+                ..Default::default()
+            })
+            .build(),
+    );
+    let huge = "n".repeat(1 << 20);
+    let subscriber = tracing_subscriber::registry().with(ToolHealthLayer::new(r.clone()));
+    tracing::subscriber::with_default(subscriber, || {
+        for name in [huge.as_str(), "", "\0\x1b[31m\n", "Search", "search"] {
+            let span = tracing::info_span!(
+                "execute_tool",
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = name,
+                error.type = "boom"
+            );
+            let _g = span.enter();
+            let _ = r.allow_request(name);
+        }
+    });
+    assert!(
+        r.snapshot(&huge).is_some(),
+        "a 1 MiB name is a tool like any other"
+    );
+    assert!(
+        r.snapshot("").is_none(),
+        "an empty name is no name: the span is ignored"
+    );
+    assert!(r.snapshot("\0\x1b[31m\n").is_some());
+    assert_eq!(
+        r.tracked_tools(),
+        4,
+        "names compare byte-wise: Search != search"
+    );
+}
+
+#[test]
+fn non_string_genai_values_and_a_field_stuffed_span() {
+    let _serial = serial();
+    let r = Arc::new(ToolHealthRegistry::new());
+    let subscriber = tracing_subscriber::registry().with(ToolHealthLayer::new(r.clone()));
+    let long_error = "e".repeat(10 * 1024);
+    tracing::subscriber::with_default(subscriber, || {
+        // Numbers and booleans where strings are expected: read through their Debug form.
+        let span = tracing::info_span!(
+            "execute_tool",
+            gen_ai.operation.name = true,
+            gen_ai.tool.name = 42u64
+        );
+        drop(span.entered());
+        let span = tracing::info_span!("execute_tool", gen_ai.tool.name = 7.5f64);
+        drop(span.entered());
+        // 32 fields, the most a tracing callsite can have, with a 10 KiB error.type.
+        let span = tracing::info_span!(
+            "execute_tool",
+            f1 = 1, f2 = 2, f3 = 3, f4 = 4, f5 = 5, f6 = 6, f7 = 7, f8 = 8, f9 = 9, f10 = 10,
+            f11 = 11, f12 = 12, f13 = 13, f14 = 14, f15 = 15, f16 = 16, f17 = 17, f18 = 18,
+            f19 = 19, f20 = 20, f21 = 21, f22 = 22, f23 = 23, f24 = 24, f25 = 25, f26 = 26,
+            f27 = 27, f28 = 28, f29 = 29,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = "stuffed",
+            error.type = long_error.as_str()
+        );
+        drop(span.entered());
+    });
+    // `true` is not "execute_tool": that span is some other operation.
+    assert!(r.snapshot("42").is_none());
+    assert_eq!(r.snapshot("7.5").unwrap().success_count, 1);
+    assert_eq!(r.snapshot("stuffed").unwrap().failure_count, 1);
+}
+
+/// The default classifier's rules, restated plainly.
+fn expected(f: &SpanFacts<'_>, strict: bool) -> Option<CallOutcome> {
+    let error_type = f.error_type.filter(|e| !e.is_empty());
+    if f.panicked {
+        return Some(CallOutcome::Failure);
+    }
+    // Strict mode: no completion marker (an event with `return`/`error`, a recorded status or
+    // error.type) means the call was cancelled, whatever was logged on the way.
+    if strict && !f.completed {
+        return None;
+    }
+    if error_type == Some("invalid_arguments") {
+        return Some(CallOutcome::Ignored);
+    }
+    if error_type.is_some() || f.status_error || f.error_event {
+        return Some(CallOutcome::Failure);
+    }
+    Some(CallOutcome::Success)
+}
+
+proptest! {
+    #[test]
+    fn the_classifier_follows_its_rules_on_any_facts(
+        tool in ".*",
+        error_type in prop::option::of(prop_oneof![Just("invalid_arguments".to_owned()), ".*"]),
+        status_error in any::<bool>(),
+        error_event in any::<bool>(),
+        panicked in any::<bool>(),
+        completed in any::<bool>(),
+        strict in any::<bool>(),
+    ) {
+        let _serial = serial();
+        let mut facts = SpanFacts::new(&tool);
+        facts.error_type = error_type.as_deref();
+        facts.status_error = status_error;
+        facts.error_event = error_event;
+        facts.panicked = panicked;
+        facts.completed = completed;
+        let c = DefaultClassifier::new().strict(strict);
+        prop_assert_eq!(c.classify(&facts), expected(&facts, strict));
+    }
+
+    /// Any string values in the fields the layer reads, through real spans: no panic, and the
+    /// recorded outcome is the classifier's.
+    #[test]
+    fn any_field_values_through_real_spans(
+        tool in "[a-z]{1,8}",
+        error_type in prop::option::of(".{0,64}"),
+        status in prop::option::of(prop_oneof![Just("ERROR".to_owned()), Just("ok".to_owned()), ".{0,16}"]),
+        operation in prop_oneof![Just("execute_tool".to_owned()), ".{0,16}"],
+    ) {
+        let _serial = serial();
+        let r = Arc::new(ToolHealthRegistry::new());
+        let subscriber = tracing_subscriber::registry().with(ToolHealthLayer::new(r.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(
+                "execute_tool",
+                gen_ai.operation.name = operation.as_str(),
+                gen_ai.tool.name = tool.as_str(),
+                error.type = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
+            );
+            if let Some(e) = &error_type {
+                span.record("error.type", e.as_str());
+            }
+            if let Some(s) = &status {
+                span.record("otel.status_code", s.as_str());
+            }
+            drop(span.entered());
+        });
+        let snap = r.snapshot(&tool);
+        if operation != "execute_tool" {
+            prop_assert!(snap.is_none());
+            return Ok(());
+        }
+        let mut facts = SpanFacts::new(&tool);
+        facts.error_type = error_type.as_deref();
+        facts.status_error = status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("error"));
+        let s = snap.expect("a GenAI tool span is recorded");
+        match expected(&facts, false) {
+            Some(CallOutcome::Failure) => prop_assert_eq!(s.failure_count, 1),
+            Some(CallOutcome::Ignored) => prop_assert_eq!(s.ignored_count, 1),
+            _ => prop_assert_eq!(s.success_count, 1),
+        }
+    }
+}
+
+#[test]
+#[ignore = "a probe: prints heap growth per tracked tool and per overflowed name"]
+fn memory_probe() {
+    let _serial = serial();
+    let r = ToolHealthRegistry::new();
+    let names: Vec<String> = (0..20_000).map(|i| format!("tool-{i:011}")).collect();
+    let a = LIVE.load(Ordering::Relaxed);
+    for n in &names[..10_000] {
+        r.record_success(n, Duration::ZERO);
+    }
+    let b = LIVE.load(Ordering::Relaxed);
+    for n in &names[10_000..] {
+        r.record_success(n, Duration::ZERO);
+    }
+    let c = LIVE.load(Ordering::Relaxed);
+    eprintln!(
+        "per tracked: {} B, per overflow: {} B",
+        (b - a) / 10_000,
+        (c - b) / 10_000
+    );
 }

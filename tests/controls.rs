@@ -1,13 +1,17 @@
-//! Operator controls and smarter breaking, on the manual clock.
+//! Operator controls on the manual clock: force open (for good or until an instant), force
+//! closed, shadow mode (on the registry and on tool spans), reset, the list of unavailable
+//! tools, and the oracle equal to the gate under any controls.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+mod layer_support;
+
 use std::time::Duration;
 
+use layer_support::{attr, registry, Harness, OTEL_STACKS};
 use proptest::prelude::*;
+use tool_health::layer::{ToolHealthLayer, GATE_DECISION_ATTRIBUTE, GATE_ENFORCED_ATTRIBUTE};
 use tool_health::{
-    Apply, Backoff, BreakerState, CallOutcome, CallReport, CircuitBreakerConfig, GateDecision,
-    JitterSource, ManualClock, ToolControl, ToolHealthRegistry, ToolPolicy, TripPolicy,
+    Apply, BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, ManualClock, ToolControl,
+    ToolHealthRegistry, ToolPolicy,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -112,6 +116,40 @@ fn shadow_mode_decides_and_counts_but_never_refuses() {
 }
 
 #[test]
+fn shadow_mode_lets_the_call_through_and_says_so_on_the_span() {
+    for stack in OTEL_STACKS {
+        let (_clock, registry) = registry(1);
+        registry.record_failure("search", Duration::ZERO); // open
+        registry.set_shadow("search", true);
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            let span = tracing::info_span!(
+                "execute_tool search",
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = "search",
+            );
+            let _g = span.enter();
+            assert!(registry.allow_request("search"));
+        });
+        let span = h.span("execute_tool search");
+        assert_eq!(
+            attr(&span, GATE_DECISION_ATTRIBUTE).as_deref(),
+            Some("allowed")
+        );
+        assert_eq!(
+            attr(&span, GATE_ENFORCED_ATTRIBUTE).as_deref(),
+            Some("false")
+        );
+        let s = registry.snapshot("search").unwrap();
+        assert_eq!(
+            (s.shadow_refused_count, s.refused_count),
+            (1, 0),
+            "{stack:?}"
+        );
+    }
+}
+
+#[test]
 fn reset_returns_a_tool_to_fresh_and_stales_old_permits() {
     let (r, clock) = setup(1, 30 * SEC);
     r.record_failure("t", MS);
@@ -129,218 +167,6 @@ fn reset_returns_a_tool_to_fresh_and_stales_old_permits() {
         r.breaker_state("t"),
         BreakerState::Closed,
         "a pre-reset probe is stale"
-    );
-}
-
-#[test]
-fn per_tool_overrides_apply_to_existing_breakers_only_when_asked() {
-    let (r, _) = setup(3, 30 * SEC);
-    r.record_success("a", MS);
-    let strict = ToolPolicy::from(CircuitBreakerConfig {
-        failure_threshold: 1,
-        ..Default::default()
-    });
-    r.set_tool_policy("a", strict.clone(), Apply::NewBreakers);
-    r.record_failure("a", MS);
-    assert_eq!(
-        r.breaker_state("a"),
-        BreakerState::Closed,
-        "existing breaker kept its policy"
-    );
-    r.set_tool_policy("a", strict.clone(), Apply::Now);
-    r.record_failure("a", MS);
-    assert_eq!(r.breaker_state("a"), BreakerState::Open);
-    // A tool first seen after its override gets it.
-    r.set_tool_policy("b", strict, Apply::NewBreakers);
-    r.record_failure("b", MS);
-    assert_eq!(r.breaker_state("b"), BreakerState::Open);
-    assert_eq!(r.tool_policy("b").breaker.failure_threshold, 1);
-    // Others keep the default.
-    r.record_failure("c", MS);
-    assert_eq!(r.breaker_state("c"), BreakerState::Closed);
-    r.clear_tool_policy("b", Apply::Now);
-    assert_eq!(r.tool_policy("b").breaker.failure_threshold, 3);
-}
-
-#[derive(Debug)]
-struct FixedJitter(AtomicU64);
-impl JitterSource for FixedJitter {
-    fn jitter(&self, max: Duration) -> Duration {
-        Duration::from_millis(self.0.load(Ordering::Relaxed)).min(max)
-    }
-}
-
-fn backoff_registry(jitter: Option<Arc<dyn JitterSource>>) -> (ToolHealthRegistry, ManualClock) {
-    let (r, clock) = setup(1, 10 * SEC);
-    r.set_default_policy(ToolPolicy {
-        breaker: CircuitBreakerConfig {
-            failure_threshold: 1,
-            recovery_duration: 10 * SEC,
-            probe_timeout: 5 * SEC,
-        },
-        backoff: Some(Backoff {
-            multiplier: 2,
-            max_recovery: 35 * SEC,
-            stable_after: 60 * SEC,
-            max_jitter: if jitter.is_some() {
-                SEC
-            } else {
-                Duration::ZERO
-            },
-            jitter,
-        }),
-        ..ToolPolicy::default()
-    });
-    (r, clock)
-}
-
-/// Opens the breaker and returns how long it stays open.
-fn open_for(r: &ToolHealthRegistry, clock: &ManualClock) -> Duration {
-    match r.check("t") {
-        GateDecision::Refused { retry_after } => {
-            clock.advance(retry_after);
-            assert!(matches!(r.check("t"), GateDecision::Probe(_)));
-            retry_after
-        }
-        d => panic!("expected open, got {d:?}"),
-    }
-}
-
-#[test]
-fn backoff_grows_when_a_tool_re_trips_soon_and_resets_after_calm() {
-    let (r, clock) = backoff_registry(None);
-    r.record_failure("t", MS);
-    assert_eq!(open_for(&r, &clock), 10 * SEC);
-    r.record_failure("t", MS); // probe fails: level 1
-    assert_eq!(open_for(&r, &clock), 20 * SEC);
-    r.record_success("t", MS); // closes
-    clock.advance(5 * SEC);
-    r.record_failure("t", MS); // re-trips soon after closing: level 2
-    assert_eq!(open_for(&r, &clock), 35 * SEC, "capped at max_recovery");
-    r.record_success("t", MS);
-    clock.advance(60 * SEC); // calm
-    r.record_failure("t", MS);
-    assert_eq!(
-        open_for(&r, &clock),
-        10 * SEC,
-        "level reset after stable_after"
-    );
-}
-
-#[test]
-fn backoff_jitter_comes_from_the_injected_source() {
-    let jitter = Arc::new(FixedJitter(AtomicU64::new(250)));
-    let (r, clock) = backoff_registry(Some(jitter.clone()));
-    r.record_failure("t", MS);
-    assert_eq!(open_for(&r, &clock), 10 * SEC + 250 * MS);
-    jitter.0.store(5_000, Ordering::Relaxed); // clamped to max_jitter
-    r.record_failure("t", MS);
-    assert_eq!(open_for(&r, &clock), 21 * SEC);
-}
-
-#[test]
-fn retry_after_hint_keeps_the_breaker_open_at_least_that_long() {
-    let (r, clock) = setup(1, 10 * SEC);
-    let report = CallReport::new(CallOutcome::Failure, MS)
-        .error_type("rate_limited")
-        .retry_after(120 * SEC);
-    r.record_report("t", &report);
-    assert_eq!(
-        r.check("t"),
-        GateDecision::Refused {
-            retry_after: 120 * SEC
-        }
-    );
-    clock.advance(120 * SEC - MS);
-    assert!(!r.allow_request("t"));
-    clock.advance(MS);
-    assert!(r.allow_request("t"));
-    // A hint shorter than the cooldown changes nothing.
-    r.record_report(
-        "t",
-        &CallReport::new(CallOutcome::Failure, MS).retry_after(SEC),
-    );
-    assert_eq!(
-        r.check("t"),
-        GateDecision::Refused {
-            retry_after: 10 * SEC
-        }
-    );
-}
-
-#[test]
-fn failure_rate_policy_trips_on_ratio_with_minimum_calls_over_a_sliding_window() {
-    let (r, _) = setup(3, 30 * SEC);
-    r.set_tool_policy(
-        "t",
-        ToolPolicy {
-            trip: TripPolicy::FailureRate {
-                ratio: 0.5,
-                min_calls: 6,
-                window: Duration::from_secs(8),
-            },
-            ..ToolPolicy::default()
-        },
-        Apply::NewBreakers,
-    );
-    // Alternating: 3 failures in a row never happen, but the ratio reaches 50 %.
-    for i in 0..5 {
-        if i % 2 == 0 {
-            r.record_failure("t", MS);
-        } else {
-            r.record_success("t", MS);
-        }
-    }
-    assert_eq!(
-        r.breaker_state("t"),
-        BreakerState::Closed,
-        "5 calls < min_calls"
-    );
-    r.record_success("t", MS);
-    r.record_failure("t", MS); // 4 of 7 failed
-    assert_eq!(r.breaker_state("t"), BreakerState::Open);
-
-    // The window slides: old failures stop counting.
-    let (r, clock2) = setup(3, 30 * SEC);
-    r.set_default_policy(ToolPolicy {
-        trip: TripPolicy::FailureRate {
-            ratio: 0.5,
-            min_calls: 4,
-            window: Duration::from_secs(8),
-        },
-        ..ToolPolicy::default()
-    });
-    for _ in 0..3 {
-        r.record_failure("u", MS);
-    }
-    clock2.advance(9 * SEC);
-    for _ in 0..4 {
-        r.record_success("u", MS);
-    }
-    r.record_failure("u", MS); // 1 of 5 in the window
-    assert_eq!(r.breaker_state("u"), BreakerState::Closed);
-}
-
-#[test]
-fn slow_calls_fail_the_breaker_but_not_the_stats() {
-    let (r, _) = setup(2, 30 * SEC);
-    r.set_default_policy(ToolPolicy {
-        breaker: CircuitBreakerConfig {
-            failure_threshold: 2,
-            ..Default::default()
-        },
-        slow_call: Some(2 * SEC),
-        ..ToolPolicy::default()
-    });
-    r.record_success("t", 2 * SEC); // at the threshold: not slow
-    assert_eq!(r.snapshot("t").unwrap().consecutive_failures, 0);
-    r.record_success("t", 3 * SEC);
-    r.record_success("t", 5 * SEC);
-    let s = r.snapshot("t").unwrap();
-    assert_eq!(s.breaker, BreakerState::Open);
-    assert_eq!(
-        (s.success_count, s.failure_count, s.success_rate),
-        (3, 0, 1.0)
     );
 }
 

@@ -2,6 +2,8 @@
 //! closed, shadow mode (on the registry and on tool spans), reset, the list of unavailable
 //! tools, and the oracle equal to the gate under any controls.
 
+// The layer tests' harness: subscriber stacks and a registry on the manual clock.
+#[path = "layer/support.rs"]
 mod layer_support;
 
 use std::time::Duration;

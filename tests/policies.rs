@@ -2,6 +2,8 @@
 //! the cooldown with injected jitter, Retry-After hints (from a `CallReport` and read from tool
 //! spans by the layer), the failure-rate trip policy over a sliding window, slow calls.
 
+// The layer tests' harness: subscriber stacks and a registry on the manual clock.
+#[path = "layer/support.rs"]
 mod layer_support;
 
 use std::sync::atomic::{AtomicU64, Ordering};

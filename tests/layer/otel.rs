@@ -1,11 +1,9 @@
 //! What the span-aware gate writes on the OpenTelemetry span, through tracing-opentelemetry and
 //! an in-memory exporter, in both layer orders.
 
-mod layer_support;
-
 use std::time::Duration;
 
-use layer_support::{attr, registry, transitions, Harness, Stack, OTEL_STACKS};
+use crate::support::{attr, registry, transitions, Harness, Stack, OTEL_STACKS};
 use opentelemetry::trace::Status;
 use tool_health::layer::{
     BREAKER_STATE_ATTRIBUTE, GATE_DECISION_ATTRIBUTE, TRANSITION_EVENT, TRANSITION_FROM_ATTRIBUTE,

@@ -1,6 +1,7 @@
 //! Shared harness of the layer tests: one fresh registry on a manual clock, and the subscriber
 //! stacks every behaviour is checked on (a plain `Registry`, and tracing-opentelemetry with an
-//! in-memory exporter in both layer orders).
+//! in-memory exporter in both layer orders). Also the layer's side of `controls.rs` and
+//! `policies.rs`, which include this file by path.
 
 #![allow(dead_code, unreachable_pub)]
 

@@ -1,22 +1,13 @@
-//! ToolHealthLayer with async tools on a multi-thread tokio runtime: `#[instrument(err)]` on
-//! async functions, spans crossing worker threads, panicking tasks, the gate inside async tools.
-
-mod layer_support;
+//! Async tools on a multi-thread tokio runtime: `#[instrument(err)]` on async functions,
+//! spans crossing worker threads, panicking tasks, the gate inside async tools.
 
 use std::time::Duration;
 
-use layer_support::{registry, Harness, ALL_STACKS};
+use crate::support::{registry, Harness, ALL_STACKS};
+use crate::ToolError;
 use tool_health::{BreakerState, ToolHealthLayer, ToolHealthRegistry};
 use tracing::instrument::WithSubscriber;
 use tracing::Instrument;
-
-#[derive(Debug)]
-struct ToolError;
-impl std::fmt::Display for ToolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("tool failed")
-    }
-}
 
 #[tracing::instrument(
     skip(registry),

@@ -137,7 +137,7 @@ fn collecting_provider() -> (SharedReader, SdkMeterProvider) {
 }
 
 /// Observable instruments reporting, for `n` tools, the series `publish_metrics` reports (one
-/// score, three states, three outcomes, four edges), from prebuilt attributes.
+/// score, three states, four outcomes, four edges), from prebuilt attributes.
 fn sdk_floor_instruments(meter: &opentelemetry::metrics::Meter, n: usize) {
     use opentelemetry::KeyValue;
     let names: Arc<Vec<KeyValue>> = Arc::new(
@@ -169,6 +169,7 @@ fn sdk_floor_instruments(meter: &opentelemetry::metrics::Meter, n: usize) {
         &[("tool_health.outcome", "success")],
         &[("tool_health.outcome", "failure")],
         &[("tool_health.outcome", "refused")],
+        &[("tool_health.outcome", "cancelled")],
     ]);
     let edges = sets(&[
         &[

@@ -145,16 +145,23 @@ pub enum CallOutcome {
     Ignored,
     /// The gate refused the call: zero duration, not a failure.
     Refused,
+    /// The call was started and never finished: its future was dropped (an outer timeout, a
+    /// cancelled task), or a strict-mode tool span closed without a completion marker. Counted
+    /// apart (`cancelled_count`), never feeds the breaker, and a probe recorded with it is given
+    /// back at once: the next gate call may probe.
+    Cancelled,
 }
 
 impl CallOutcome {
-    /// `success`, `failure`, `ignored` or `refused`: the value of the `tool_health.outcome` attribute.
+    /// `success`, `failure`, `ignored`, `refused` or `cancelled`: the value of the
+    /// `tool_health.outcome` attribute.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Success => "success",
             Self::Failure => "failure",
             Self::Ignored => "ignored",
             Self::Refused => "refused",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -192,6 +199,9 @@ pub struct CallReport<'a> {
     /// The permit's generation, when the call was admitted through
     /// [`ToolHealthRegistry::check`](crate::ToolHealthRegistry::check).
     pub generation: Option<u32>,
+    /// Whether the permit was the breaker's probe: a probe recorded with an outcome that makes
+    /// no verdict on the tool ([`CallOutcome::Cancelled`]) is given back at once.
+    pub probe: bool,
     /// The call's `error.type`, for observers.
     pub error_type: Option<&'a str>,
     /// A retry hint from the tool (e.g. HTTP 429 with `Retry-After`): if this failure leaves the
@@ -207,6 +217,7 @@ impl<'a> CallReport<'a> {
             outcome,
             duration,
             generation: None,
+            probe: false,
             error_type: None,
             retry_after: None,
         }
@@ -216,6 +227,7 @@ impl<'a> CallReport<'a> {
     #[inline(always)]
     pub fn permit(mut self, permit: Permit) -> Self {
         self.generation = Some(permit.generation);
+        self.probe = permit.probe;
         self
     }
 

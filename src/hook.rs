@@ -5,6 +5,12 @@
 //! ([`install_binder`]), and the gate calls [`bind`] after every decision. Until a layer is
 //! attached anywhere in the process, [`bind`] is one load.
 //!
+//! The call helper (`call_helper.rs`) reaches the layer the same way, through [`CallHooks`]:
+//! it asks whether its span is a tool span the layer feeds this registry from ([`joins`]), and
+//! hands it the call's outcome ([`settle`]) so that the layer records exactly that instead of
+//! inferring it. Both go through the span's own dispatcher, not the thread's current default:
+//! a future dropped outside the scope it ran in still reaches its layer.
+//!
 //! [`CallingOut`] marks a thread that is running code on the crate's behalf (observers, the
 //! classifier, OpenTelemetry annotations): the layer ignores spans and events created there, so
 //! an observer that logs never fails a healthy tool's span nor recurses into the layer.
@@ -13,7 +19,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::call::GateDecision;
+use tracing::span::Id;
+use tracing::{Dispatch, Span};
+
+use crate::call::{CallOutcome, GateDecision};
 
 /// Binds a gate decision to the current tool span: the registry's address (to check that the
 /// layer feeds this very registry), the requested tool name and the decision.
@@ -52,6 +61,93 @@ fn bind_installed(registry: usize, tool: &str, decision: &GateDecision) {
     if let Some(binder) = BINDER.get() {
         binder(registry, tool, decision);
     }
+    // Outside the binder's `get_default`: an event emitted in there would go nowhere.
+    warn_if_tool_spans_filtered();
+}
+
+/// Set once the filter warning was given.
+static FILTER_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Warns once per process, with the fix, when the subscribers' level filter drops INFO spans:
+/// a layer is attached but never sees `#[instrument]` (INFO) tool spans, so nothing is
+/// recorded and no breaker opens. Called by the gate while a layer is attached anywhere, and
+/// by the layer on the events it sees. Costs two relaxed loads until it has warned, one after.
+#[inline]
+pub(crate) fn warn_if_tool_spans_filtered() {
+    if !FILTER_WARNED.load(Ordering::Relaxed)
+        && tracing::level_filters::LevelFilter::current() < tracing::Level::INFO
+    {
+        warn_filtered();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn warn_filtered() {
+    if FILTER_WARNED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let max_level = tracing::level_filters::LevelFilter::current();
+    tracing::warn!(
+        target: "tool_health",
+        %max_level,
+        "tool spans are filtered out: the subscriber's level filter ({max_level}) drops INFO \
+         spans such as #[instrument] tool spans, so ToolHealthLayer sees no tool call, records \
+         nothing and no breaker opens. Fix: filter per layer — \
+         `fmt::layer().with_filter(EnvFilter::from_default_env())` with ToolHealthLayer left \
+         unfiltered — or let INFO through for your tools' target (RUST_LOG=warn,my_agent=info). \
+         Calls made through `registry.call(tool)` are recorded either way."
+    );
+}
+
+/// A call's outcome, settled by the call helper on its tool span.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Verdict<'a> {
+    pub(crate) outcome: CallOutcome,
+    pub(crate) error_type: Option<&'a str>,
+}
+
+/// What the call helper asks of an attached layer, about one span (its id and the dispatcher
+/// it belongs to): both look at that span's nearest tool span owned by the dispatcher's layer
+/// for this registry (its address).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallHooks {
+    /// Whether that tool span exists and carries the tool's name.
+    pub(crate) joins: fn(registry: usize, tool: &str, span: &Id, dispatch: &Dispatch) -> bool,
+    /// Settles that tool span's outcome: the layer records it at close instead of inferring
+    /// it. Whether a span took it.
+    pub(crate) settle: fn(
+        registry: usize,
+        tool: &str,
+        span: &Id,
+        dispatch: &Dispatch,
+        verdict: &Verdict<'_>,
+    ) -> bool,
+}
+
+static CALL_HOOKS: OnceLock<CallHooks> = OnceLock::new();
+
+/// Installs the layer's call hooks (idempotent; every layer installs the same functions).
+pub(crate) fn install_call_hooks(hooks: CallHooks) {
+    let _ = CALL_HOOKS.set(hooks);
+}
+
+/// Whether `span` is (inside) a tool span for `tool` that a layer feeds `registry` from.
+pub(crate) fn joins(registry: usize, tool: &str, span: &Span) -> bool {
+    let Some(hooks) = CALL_HOOKS.get() else {
+        return false;
+    };
+    span.with_subscriber(|(id, dispatch)| (hooks.joins)(registry, tool, id, dispatch))
+        .unwrap_or(false)
+}
+
+/// Settles the outcome of `span`'s tool span for `tool`; whether a layer took it.
+pub(crate) fn settle(registry: usize, tool: &str, span: &Span, verdict: &Verdict<'_>) -> bool {
+    let Some(hooks) = CALL_HOOKS.get() else {
+        return false;
+    };
+    span.with_subscriber(|(id, dispatch)| (hooks.settle)(registry, tool, id, dispatch, verdict))
+        .unwrap_or(false)
 }
 
 thread_local! {

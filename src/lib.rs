@@ -66,6 +66,7 @@
 // Bottom to top: every module uses only modules above it in this list.
 mod breaker;
 mod call;
+pub mod call_helper;
 mod clock;
 mod control;
 mod hook;
@@ -82,6 +83,7 @@ mod ticks;
 
 pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
 pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
+pub use call_helper::{CallError, ErrorClass, ToolCall};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
@@ -91,7 +93,7 @@ pub use policy::{
 };
 pub use registry::{
     CallEvent, HealthObserver, OverflowStats, RegistryBuilder, ToolHandle, ToolHealthRegistry,
-    ToolHealthSnapshot, UnavailableTool, DEFAULT_MAX_TOOLS,
+    ToolHealthSnapshot, UnavailableTool, DEFAULT_MAX_TOOLS, LOG_TARGET,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
 pub use semconv::REFUSAL_ERROR_TYPE;

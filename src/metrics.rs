@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | `tool_health.score` | observable gauge (f64) | `1` | — |
 //! | `tool_health.breaker.state` | observable gauge (i64) | `1` | `tool_health.breaker.state` = `closed` / `open` / `half_open`: 1 for the current state, 0 for the others |
-//! | `tool_health.calls` | observable counter (u64) | `{call}` | `tool_health.outcome` = `success` / `failure` / `refused`; shadow-mode refusals as `refused` with `enforced = false` |
+//! | `tool_health.calls` | observable counter (u64) | `{call}` | `tool_health.outcome` = `success` / `failure` / `refused` / `cancelled`; shadow-mode refusals as `refused` with `enforced = false` |
 //! | `tool_health.breaker.transitions` | observable counter (u64) | `{transition}` | `tool_health.breaker.from`, `tool_health.breaker.to` |
 //! | `gen_ai.execute_tool.duration` | histogram (f64) | `s` | `error.type` on failed calls only; [`DURATION_BOUNDARIES`] |
 //!
@@ -35,15 +35,17 @@
 //!   allocates nothing here; a failed call allocates its `error.type` value.
 //! * **Without `publish_metrics` nothing is paid**: the registry has no observer and its hot
 //!   path does one relaxed load to find that out.
-//! * **A collection costs what the SDK charges per series**: eleven series per tracked tool,
+//! * **A collection costs what the SDK charges per series**: twelve series per tracked tool,
 //!   re-aggregated by the SDK at each collection (observable instruments), once per export
 //!   interval, on the exporter's thread. `BENCHMARKS.md` has the figures against the SDK's own
 //!   floor for the same series.
 //!
 //! # What is counted
 //!
-//! * `tool_health.calls` counts successes and failures (the calls that feed the breaker) and
-//!   refusals (calls the gate turned away). Calls recorded as
+//! * `tool_health.calls` counts successes and failures (the calls that feed the breaker),
+//!   refusals (calls the gate turned away) and cancellations (calls started and never
+//!   finished: a dropped future, an outer timeout, a strict-mode span without a completion
+//!   marker; not in the duration histogram). Calls recorded as
 //!   [`CallOutcome::Ignored`] (the caller's fault) are not counted there;
 //!   they appear in the duration histogram with their `error.type`.
 //! * `gen_ai.execute_tool.duration` records every call that reached the tool — successes,
@@ -62,7 +64,7 @@
 //! are not tracked individually: they appear as one overflow series per instrument and
 //! outcome, with `otel.metric.overflow = true` and `gen_ai.tool.name = "_OTHER"`, never as new
 //! series. They have no breaker, so they appear only in `tool_health.calls` (success and
-//! failure) and in the duration histogram.
+//! failure, cancelled) and in the duration histogram.
 //!
 //! Mind the SDK's own cardinality limit (2000 series per instrument by default): with all
 //! series reported, `tool_health.breaker.transitions` has four per tool, so more than about 500
@@ -95,10 +97,11 @@ pub const DURATION_BOUNDARIES: [f64; 14] = [
 ];
 
 /// The outcomes `tool_health.calls` reports, in order.
-const CALL_OUTCOMES: [CallOutcome; 3] = [
+const CALL_OUTCOMES: [CallOutcome; 4] = [
     CallOutcome::Success,
     CallOutcome::Failure,
     CallOutcome::Refused,
+    CallOutcome::Cancelled,
 ];
 
 /// Registers the tool-health instruments on `meter` (see the [module docs](self)).
@@ -141,7 +144,10 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
     meter
         .u64_observable_counter(CALLS)
         .with_unit("{call}")
-        .with_description("Tool calls by outcome: success, failure, refused (by the breaker)")
+        .with_description(
+            "Tool calls by outcome: success, failure, refused (by the breaker), cancelled \
+             (started, never finished)",
+        )
         .with_callback(observe(registry, &names, |reg, names, obs| {
             reg.for_each_tool(|tool, view| {
                 names.with(tool, |name| {
@@ -149,6 +155,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                         let count = match outcome {
                             CallOutcome::Success => view.stats.success,
                             CallOutcome::Failure => view.stats.failure,
+                            CallOutcome::Cancelled => view.stats.cancelled,
                             _ => view.stats.refused,
                         };
                         obs.observe(count, &[name.clone(), outcome_attr(outcome)]);
@@ -172,6 +179,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                 for (outcome, count) in [
                     (CallOutcome::Success, overflow.success_count),
                     (CallOutcome::Failure, overflow.failure_count),
+                    (CallOutcome::Cancelled, overflow.cancelled_count),
                 ] {
                     let [a, b] = overflow_attrs();
                     obs.observe(count, &[a, b, outcome_attr(outcome)]);
@@ -282,7 +290,9 @@ impl HealthObserver for DurationRecorder {
         let failed = match event.outcome {
             CallOutcome::Success => false,
             CallOutcome::Failure | CallOutcome::Ignored => true,
-            _ => return, // refused: the tool did not run
+            // Refused: the tool did not run. Cancelled: it never finished, so it has no
+            // duration to report.
+            _ => return,
         };
         let seconds = event.duration.as_secs_f64();
         let error = || {

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use crate::registry::ToolHealthRegistry;
+use crate::registry::{ToolHealthRegistry, UnavailableTool};
 use crate::stats::HealthStatus;
 
 /// Builds a [`HealthRouter`].
@@ -79,6 +79,36 @@ impl HealthRouter {
                     && registry.get_health_status(f) != HealthStatus::Unhealthy
             })
             .map_or(tool, String::as_str)
+    }
+
+    /// What to leave out of the tool list offered to the model, when calls go through this
+    /// router: [`ToolHealthRegistry::unavailable_tools`] minus every tool that
+    /// [`resolve_tool`](Self::resolve_tool) would route to a usable fallback. A tool whose
+    /// primary is refused but whose fallback is healthy stays offered; when the model calls
+    /// it, resolve it and call the fallback.
+    ///
+    /// This is the planner's side of the router: use it instead of the registry's list
+    /// whenever calls are routed, so the planner and the router agree.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tool_health::{HealthRouterBuilder, ToolHealthRegistry};
+    ///
+    /// let registry = ToolHealthRegistry::new();
+    /// let router = HealthRouterBuilder::new()
+    ///     .add_fallback("web_search", vec!["backup_search".into()])
+    ///     .build();
+    /// registry.force_open_for("web_search", Duration::from_secs(60));
+    /// registry.force_open_for("sql_query", Duration::from_secs(60));
+    ///
+    /// let hidden: Vec<String> = router.unavailable_tools(&registry).into_iter().map(|t| t.tool).collect();
+    /// assert_eq!(hidden, ["sql_query"]); // web_search stays offered: it routes to backup_search
+    /// assert_eq!(router.resolve_tool("web_search", &registry), "backup_search");
+    /// ```
+    pub fn unavailable_tools(&self, registry: &ToolHealthRegistry) -> Vec<UnavailableTool> {
+        let mut out = registry.unavailable_tools();
+        out.retain(|t| self.resolve_tool(&t.tool, registry) == t.tool);
+        out
     }
 
     /// The fallbacks configured for `tool`.

@@ -159,6 +159,8 @@ pub(crate) struct ToolStats {
     stripes: Box<[Stripe; STRIPES]>,
     /// Calls shadow mode let through that the breaker would have refused (rare: unstriped).
     shadow_refused: AtomicU64,
+    /// Calls started and never finished (rare: unstriped).
+    cancelled: AtomicU64,
     /// Read on every call, written only when raised: shared between threads.
     max_duration_ns: AtomicU64,
     /// Read on every call, written only when it moves (never at 1.0 on a run of successes).
@@ -173,6 +175,7 @@ pub(crate) struct StatsSnapshot {
     pub(crate) ignored: u64,
     pub(crate) refused: u64,
     pub(crate) shadow_refused: u64,
+    pub(crate) cancelled: u64,
     pub(crate) total_duration_ns: u64,
     pub(crate) max_duration_ns: u64,
     pub(crate) ewma: u64,
@@ -211,6 +214,7 @@ impl Default for ToolStats {
         Self {
             stripes: Box::default(),
             shadow_refused: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
             max_duration_ns: AtomicU64::new(0),
             ewma: AtomicU64::new(EWMA_SCALE),
         }
@@ -250,6 +254,12 @@ impl ToolStats {
         self.shadow_refused.fetch_add(1, Relaxed);
     }
 
+    /// Records a call that started and never finished (cancelled): no duration, no verdict.
+    #[inline]
+    pub(crate) fn record_cancelled(&self) {
+        self.cancelled.fetch_add(1, Relaxed);
+    }
+
     /// Back to a fresh tool's numbers. Not atomic as a whole: a call recorded concurrently
     /// may survive the reset in some counters.
     pub(crate) fn reset(&self) {
@@ -265,6 +275,7 @@ impl ToolStats {
             }
         }
         self.shadow_refused.store(0, Relaxed);
+        self.cancelled.store(0, Relaxed);
         self.max_duration_ns.store(0, Relaxed);
         self.ewma.store(EWMA_SCALE, Relaxed);
     }
@@ -314,6 +325,7 @@ impl ToolStats {
             ignored: sum(|s| &s.ignored),
             refused: sum(|s| &s.refused),
             shadow_refused: self.shadow_refused.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
             // Each stripe saturates and so does their sum: the total never wraps.
             total_duration_ns: sum(|s| &s.total_duration_ns),
             max_duration_ns: self.max_duration_ns.load(Relaxed),

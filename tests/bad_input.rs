@@ -289,9 +289,9 @@ fn expected(f: &SpanFacts<'_>, strict: bool) -> Option<CallOutcome> {
         return Some(CallOutcome::Failure);
     }
     // Strict mode: no completion marker (an event with `return`/`error`, a recorded status or
-    // error.type) means the call was cancelled, whatever was logged on the way.
+    // error.type) means the call was cancelled, whatever was logged on the way: counted as such.
     if strict && !f.completed {
-        return None;
+        return Some(CallOutcome::Cancelled);
     }
     if error_type == Some("invalid_arguments") {
         return Some(CallOutcome::Ignored);

@@ -352,10 +352,11 @@ fn counters_and_score_match_the_registry() {
         (calls("success"), calls("failure"), calls("refused")),
         (2.0, 3.0, 3.0)
     );
+    assert_eq!(calls("cancelled"), snap.cancelled_count as f64);
     assert_eq!(
         of(&points, CALLS).len(),
-        3,
-        "success, failure, refused: no ignored series"
+        4,
+        "success, failure, refused, cancelled: no ignored series"
     );
 
     let transitions = |from: &str, to: &str| {
@@ -483,8 +484,8 @@ fn tools_past_the_cap_fold_into_one_overflow_series() {
     };
     assert_eq!(
         overflow_series(CALLS),
-        2,
-        "one per outcome, not one per tool"
+        3,
+        "one per outcome (success, failure, cancelled), not one per tool"
     );
     assert_eq!(overflow_series(DURATION), 2, "one, plus its failed calls");
     assert_eq!(overflow_series(SCORE), 0, "untracked tools have no score");
@@ -580,7 +581,7 @@ fn many_tools_and_collections_stay_consistent() {
         let points = h.collect();
         assert_eq!(of(&points, SCORE).len(), 200);
         assert_eq!(of(&points, BREAKER_STATE).len(), 600);
-        assert_eq!(of(&points, CALLS).len(), 600);
+        assert_eq!(of(&points, CALLS).len(), 800);
         assert_eq!(of(&points, TRANSITIONS).len(), 800);
         let ones = of(&points, BREAKER_STATE)
             .into_iter()

@@ -153,6 +153,7 @@ impl ToolHealthLayerBuilder {
                 live_tool_spans: AtomicUsize::new(0),
             }),
             bind_fn: None,
+            span_fn: None,
             dispatch: OnceLock::new(),
         }
     }

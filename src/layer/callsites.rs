@@ -26,6 +26,9 @@ impl CallsiteRole {
     pub(crate) const MARKER_EVENT: u8 = 1 << 3;
     /// An event with an `error.type` field.
     pub(crate) const EVENT_ERROR_TYPE: u8 = 1 << 4;
+    /// An event with an `error` field (any level) from a target that is not excluded: fails
+    /// the tool span it is emitted directly in (`#[instrument(err(level = "warn"))]`).
+    pub(crate) const ERROR_FIELD_EVENT: u8 = 1 << 5;
 
     pub(crate) fn has(self, bit: u8) -> bool {
         self.0 & bit != 0
@@ -61,6 +64,9 @@ impl CallsiteRole {
             }
             if fields.field(semconv::ERROR_TYPE).is_some() {
                 bits |= Self::EVENT_ERROR_TYPE;
+            }
+            if fields.field(semconv::ERROR_FIELD).is_some() && !excluded_target(meta.target()) {
+                bits |= Self::ERROR_FIELD_EVENT;
             }
         }
         Self(bits)

@@ -32,7 +32,8 @@ pub struct SpanFacts<'a> {
     pub error_type: Option<&'a str>,
     /// `otel.status_code` was recorded as `error` (any case).
     pub status_error: bool,
-    /// An ERROR-level event had this span as its nearest tool span (OpenTelemetry's and
+    /// An ERROR-level event had this span as its nearest tool span, or an event with an
+    /// `error` field (at any level) was emitted directly in it (OpenTelemetry's and
     /// tool-health's own events excluded).
     pub error_event: bool,
     /// The span was exited or closed while its thread was panicking.
@@ -59,8 +60,10 @@ impl<'a> SpanFacts<'a> {
 
 /// Decides a closed tool span's outcome.
 ///
-/// `Some(outcome)` is recorded (with the span's duration); `None` means the call was
-/// cancelled: nothing is recorded, and a probe bound to the span is released at once.
+/// `Some(outcome)` is recorded (with the span's duration); `Some(CallOutcome::Cancelled)`
+/// counts a call that started and never finished (and gives a probe bound to the span back);
+/// `None` means no call was made at all (a framework skipped or denied it): nothing is
+/// recorded, and a probe bound to the span is released at once.
 ///
 /// Any `Fn(&SpanFacts<'_>) -> Option<CallOutcome>` closure is a classifier. Classifiers run
 /// inside a subscriber callback: they must be fast and must not panic.
@@ -81,7 +84,7 @@ impl<'a> SpanFacts<'a> {
 /// assert_eq!(classify.classify(&facts), Some(CallOutcome::Ignored));
 /// ```
 pub trait OutcomeClassifier: Send + Sync + 'static {
-    /// The outcome of the call the span describes, or `None` if it was cancelled.
+    /// The outcome of the call the span describes, or `None` if no call was made.
     fn classify(&self, facts: &SpanFacts<'_>) -> Option<CallOutcome>;
 }
 
@@ -98,11 +101,14 @@ where
 ///
 /// In order:
 /// 1. a span that panicked is a **failure**;
-/// 2. in strict mode, a span without a completion marker was **cancelled** (`None`);
-/// 3. a span with a non-empty `error.type`, an `otel.status_code` of `error` or an ERROR event
-///    failed: it is **ignored** (a caller error) when its `error.type` is one of the caller
-///    errors (exact, case-sensitive match; default [`DEFAULT_CALLER_ERRORS`]), a **failure**
-///    otherwise;
+/// 2. in strict mode, a span without a completion marker was **cancelled**
+///    (`Some(CallOutcome::Cancelled)`: counted in `cancelled_count` and the
+///    `tool_health.calls{tool_health.outcome=cancelled}` series, never fed to the breaker);
+/// 3. a span with a non-empty `error.type`, an `otel.status_code` of `error`, an ERROR event
+///    or an event with an `error` field directly in it (any level: `#[instrument(err(level =
+///    "warn"))]`) failed: it is **ignored** (a caller error) when its `error.type` is one of
+///    the caller errors (exact, case-sensitive match; default [`DEFAULT_CALLER_ERRORS`]), a
+///    **failure** otherwise;
 /// 4. anything else is a **success**.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DefaultClassifier {
@@ -125,7 +131,8 @@ impl DefaultClassifier {
         }
     }
 
-    /// Strict mode: a span that closes without a completion marker was cancelled.
+    /// Strict mode: a span that closes without a completion marker was cancelled
+    /// ([`CallOutcome::Cancelled`]).
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
@@ -160,7 +167,7 @@ impl OutcomeClassifier for DefaultClassifier {
             return Some(CallOutcome::Failure);
         }
         if self.strict && !facts.completed {
-            return None;
+            return Some(CallOutcome::Cancelled);
         }
         // An empty error.type is no error type (a completion marker at most).
         let error_type = facts.error_type.filter(|t| !t.is_empty());
@@ -204,7 +211,7 @@ mod tests {
 
         let strict = DefaultClassifier::new().strict(true);
         let mut f = SpanFacts::new("t");
-        assert_eq!(strict.classify(&f), None);
+        assert_eq!(strict.classify(&f), Some(CallOutcome::Cancelled));
         f.completed = true;
         assert_eq!(strict.classify(&f), Some(CallOutcome::Success));
         f.status_error = true;

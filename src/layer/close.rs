@@ -17,6 +17,8 @@ impl ToolHealthLayer {
         let _calling_out = CallingOut::enter();
         let registry = &self.core.registry;
         let binding = state.binding.take();
+        // The call helper's settled outcome wins over inference.
+        let settled = state.settled.take();
         let Some(name) = state.tool_name() else {
             // Not a tool span after all (no name, or another operation): nothing to record,
             // and a probe bound to it goes back at once.
@@ -40,7 +42,16 @@ impl ToolHealthLayer {
             panicked: state.panicked,
             completed: state.completed,
         };
-        let outcome = self.core.classify(&facts);
+        let (outcome, facts) = match &settled {
+            Some(s) => (
+                Some(s.outcome),
+                SpanFacts {
+                    error_type: s.error_type.as_deref().or(facts.error_type),
+                    ..facts
+                },
+            ),
+            None => (self.core.classify(&facts), facts),
+        };
 
         // The permit's generation applies only to the breaker it came from.
         let (permit, other_probe) = match &binding {
@@ -58,6 +69,7 @@ impl ToolHealthLayer {
                         outcome,
                         duration,
                         generation: permit.map(|p| p.generation()),
+                        probe: permit.is_some_and(|p| p.is_probe()),
                         error_type: facts.error_type,
                         retry_after: state.retry_hint(),
                     },

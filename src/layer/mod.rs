@@ -61,8 +61,10 @@
 //!   `error` (any case); when an ERROR-level event's nearest tool span is this span — which
 //!   covers `#[instrument(err)]` and errors logged in child spans such as an HTTP client span
 //!   inside the tool — except events whose target starts with `opentelemetry` (the SDK's and
-//!   exporters' own diagnostics) or is this crate's; when the span is exited or closes while
-//!   its thread is panicking (a panicking async task included);
+//!   exporters' own diagnostics) or is this crate's; when an event with an `error` field is
+//!   emitted directly in the span, whatever its level (`#[instrument(err(level = "warn"))]`);
+//!   when the span is exited or closes while its thread is panicking (a panicking async task
+//!   included);
 //! * **ignored** (counted apart, never trips a breaker) when the failure's `error.type` is a
 //!   caller error ([`caller_errors`](ToolHealthLayerBuilder::caller_errors), default
 //!   [`DEFAULT_CALLER_ERRORS`]): bad arguments from the model must not trip a healthy tool's
@@ -73,9 +75,25 @@
 //! [`ManualClock`](crate::ManualClock) are exact.
 //!
 //! **Strict mode** ([`strict`](ToolHealthLayerBuilder::strict)): a span that closes without a
-//! completion marker — an event with a `return` or `error` field directly in the span (what
-//! `#[instrument(ret, err)]` emits), or a recorded `otel.status_code` or `error.type` — was
-//! cancelled (a dropped future, a timeout around the call): nothing is recorded for it.
+//! completion marker was cancelled (a dropped future, a timeout around the call): it is
+//! counted as [`CallOutcome::Cancelled`] — `cancelled_count` in the snapshot,
+//! `tool_health.calls{tool_health.outcome=cancelled}` in metrics — and never fed to the
+//! breaker; a probe bound to it is given back at once. What marks completion:
+//!
+//! | form | marks completion |
+//! |---|---|
+//! | `#[instrument(ret, err)]` | yes, both ways: the `return` event on `Ok`, the `error` event on `Err` |
+//! | `#[instrument(err)]` alone | **only failures**: every success reads as cancelled — add `ret` |
+//! | `#[instrument(ret)]` alone | yes for `Ok` (and the plain return value of a non-`Result` fn) |
+//! | `span.record("error.type", "")` / `span.record("otel.status_code", "ok")` | yes (an empty `error.type` is no failure) |
+//! | `span.record("error.type", "timeout")` / `otel.status_code = "error"` | yes, a failure |
+//! | an event with a `return` or `error` field directly in the span | yes |
+//! | a plain `info!` / ERROR event without those fields | no |
+//!
+//! The `return` events of `#[instrument(ret)]` are INFO: a filter that drops INFO events
+//! makes every success read as cancelled (see "Pitfalls"). The call helper
+//! ([`ToolHealthRegistry::call`](crate::ToolHealthRegistry::call)) settles its span's outcome
+//! itself and needs no marker.
 //!
 //! # The span-aware gate
 //!
@@ -87,8 +105,8 @@
 //!   counted a refusal with zero duration, and nothing more is recorded at close;
 //! * **probe**: the span's outcome resolves exactly that probe, with its generation, so a stale
 //!   result from another span can no longer close or re-open the breaker meanwhile; a probe span
-//!   that closes as cancelled (strict mode) releases the probe at once instead of leaving the
-//!   breaker waiting for the lease;
+//!   that closes as cancelled (strict mode, or a dropped call-helper future) releases the probe
+//!   at once instead of leaving the breaker waiting for the lease;
 //! * **allowed**: the outcome is recorded with the permit's generation, so a success admitted
 //!   before a trip cannot touch the newer episode.
 //!
@@ -155,6 +173,7 @@
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
 //! | `classify.rs` | [`OutcomeClassifier`], [`DefaultClassifier`], [`SpanFacts`] |
 //! | `bind.rs` | the span-aware gate: binding decisions to spans |
+//! | `settle.rs` | the call helper's side: joining a tool span, settling its outcome |
 //! | `close.rs` | a closed tool span → a record in the registry |
 //! | `otel.rs` | annotations on the OpenTelemetry span |
 
@@ -164,6 +183,7 @@ mod callsites;
 mod classify;
 mod close;
 mod otel;
+mod settle;
 mod span_state;
 mod visitor;
 
@@ -275,6 +295,8 @@ pub struct ToolHealthLayer {
     pub(crate) core: Arc<LayerCore>,
     /// Set in `on_layer`: the span walker monomorphised for the subscriber below this layer.
     pub(crate) bind_fn: Option<bind::BindFn>,
+    /// Set in `on_layer`: the call helper's span walker (see `settle.rs`).
+    pub(crate) span_fn: Option<settle::SpanFn>,
     /// Set in `on_register_dispatch`: where the OpenTelemetry span is reached at close.
     dispatch: OnceLock<WeakDispatch>,
 }
@@ -296,6 +318,7 @@ impl Clone for ToolHealthLayer {
         Self {
             core: Arc::clone(&self.core),
             bind_fn: None,
+            span_fn: None,
             dispatch: OnceLock::new(),
         }
     }
@@ -329,6 +352,8 @@ where
     fn on_layer(&mut self, _subscriber: &mut S) {
         self.bind_fn = Some(bind::bind_with::<S>);
         hook::install_binder(bind::binder);
+        self.span_fn = Some(settle::with_tool_span_in::<S>);
+        hook::install_call_hooks(settle::HOOKS);
     }
 
     fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
@@ -377,14 +402,17 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        hook::warn_if_tool_spans_filtered();
         let role = self.core.role(event.metadata());
         let error = role.has(CallsiteRole::ERROR_EVENT);
         let marker = role.has(CallsiteRole::MARKER_EVENT);
+        // An `error` field fails the span it is directly in, whatever the level.
+        let error_field = role.has(CallsiteRole::ERROR_FIELD_EVENT);
         if (!error && !marker) || CallingOut::active() {
             return;
         }
         let mut fields = EventFields::default();
-        if error && role.has(CallsiteRole::EVENT_ERROR_TYPE) {
+        if (error || error_field) && role.has(CallsiteRole::EVENT_ERROR_TYPE) {
             event.record(&mut fields);
         }
         let Some(leaf) = ctx.event_span(event) else {
@@ -405,7 +433,7 @@ where
             if !self.core.owns(state) || !state.may_be_tool() {
                 continue;
             }
-            if error {
+            if error || (error_field && direct) {
                 state.error_event = true;
                 if state.event_error_type.is_none() {
                     state.event_error_type = fields.error_type.take();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::call::{GateDecision, Permit};
+use crate::call::{CallOutcome, GateDecision, Permit};
 
 use super::visitor::{SpanFields, Status};
 
@@ -38,6 +38,13 @@ impl Binding {
     }
 }
 
+/// An outcome the call helper settled on the span: recorded as is at close.
+#[derive(Debug, Clone)]
+pub(crate) struct Settled {
+    pub(crate) outcome: CallOutcome,
+    pub(crate) error_type: Option<Box<str>>,
+}
+
 /// What [`ToolSpan::bind`] did.
 #[derive(Debug)]
 pub(crate) struct Bound {
@@ -65,6 +72,8 @@ pub(crate) struct ToolSpan {
     pub(crate) panicked: bool,
     pub(crate) completed: bool,
     pub(crate) binding: Option<Binding>,
+    /// The outcome the call helper settled, if it did: wins over inference.
+    pub(crate) settled: Option<Settled>,
 }
 
 impl ToolSpan {
@@ -87,6 +96,7 @@ impl ToolSpan {
             panicked: false,
             completed: false,
             binding: None,
+            settled: None,
         }
     }
 

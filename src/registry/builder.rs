@@ -1,7 +1,7 @@
 //! [`RegistryBuilder`] and the registry's constructors.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ pub struct RegistryBuilder {
     max_tools: usize,
     evict_idle_after: Option<Duration>,
     evictable: bool,
+    log_transitions: bool,
 }
 
 impl RegistryBuilder {
@@ -64,6 +65,14 @@ impl RegistryBuilder {
         self
     }
 
+    /// Whether breaker transitions are logged as `tracing` events with target `tool_health`
+    /// (default `true`): WARN when a breaker opens (tool, reason, cooldown), INFO when it lets
+    /// a probe through and when it closes. See [`LOG_TARGET`](super::LOG_TARGET).
+    pub fn log_transitions(mut self, on: bool) -> Self {
+        self.log_transitions = on;
+        self
+    }
+
     /// The registry.
     pub fn build(self) -> ToolHealthRegistry {
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
@@ -82,9 +91,11 @@ impl RegistryBuilder {
             overflow_success: AtomicU64::new(0),
             overflow_failure: AtomicU64::new(0),
             overflow_ignored: AtomicU64::new(0),
+            overflow_cancelled: AtomicU64::new(0),
             overflow_records: AtomicU64::new(0),
             record_extras: AtomicU8::new(if self.evictable { EXTRA_TOUCH } else { 0 }),
             observers: ArcSwap::from_pointee(Vec::new()),
+            log_transitions: AtomicBool::new(self.log_transitions),
         }
     }
 }
@@ -108,6 +119,7 @@ impl ToolHealthRegistry {
             max_tools: DEFAULT_MAX_TOOLS,
             evict_idle_after: None,
             evictable: false,
+            log_transitions: true,
         }
     }
 }

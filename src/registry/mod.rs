@@ -62,7 +62,7 @@ mod record;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -75,7 +75,7 @@ use crate::ticks::Ticks;
 pub use builder::RegistryBuilder;
 use entry::Entry;
 pub use handle::ToolHandle;
-pub use observers::{CallEvent, HealthObserver};
+pub use observers::{CallEvent, HealthObserver, LOG_TARGET};
 pub use reads::{OverflowStats, ToolHealthSnapshot, UnavailableTool};
 
 use names::NameIndex;
@@ -137,12 +137,15 @@ pub struct ToolHealthRegistry {
     overflow_success: AtomicU64,
     overflow_failure: AtomicU64,
     overflow_ignored: AtomicU64,
+    overflow_cancelled: AtomicU64,
     overflow_records: AtomicU64,
     /// What the record path must do beyond the stats and the breaker: [`EXTRA_TOUCH`] (an
     /// evicting registry touches the entry) and [`EXTRA_OBSERVE`] (observers are registered).
     /// Zero in a plain registry, which the record path checks with one load.
     record_extras: AtomicU8,
     observers: ArcSwap<Vec<Arc<dyn HealthObserver>>>,
+    /// Breaker transitions are logged (target `tool_health`).
+    log_transitions: AtomicBool,
 }
 
 impl fmt::Debug for ToolHealthRegistry {
@@ -190,7 +193,7 @@ impl ToolHealthRegistry {
 
     /// This registry's identity, as the span-binding hook sees it.
     #[inline(always)]
-    fn address(&self) -> usize {
+    pub(crate) fn address(&self) -> usize {
         self as *const Self as usize
     }
 

@@ -1,15 +1,35 @@
-//! Observers: hooks called on the record and gate paths, for metrics and live views.
+//! Observers: hooks called on the record and gate paths, for metrics and live views; and the
+//! transition log.
+//!
+//! # The transition log
+//!
+//! Every breaker transition is logged as a `tracing` event with target [`LOG_TARGET`]
+//! (`tool_health`), on by default:
+//!
+//! | transition | level | fields |
+//! |---|---|---|
+//! | → open (tripped, probe failed, lease expired) | WARN | `tool`, `reason`, `cooldown` (until the next probe may be let through) |
+//! | open → half-open (probe granted) | INFO | `tool`, `reason` |
+//! | half-open → closed | INFO | `tool`, `reason` |
+//! | half-open → open, probe given back without a verdict | INFO | `tool`, `reason` |
+//!
+//! One switch turns it off: [`RegistryBuilder::log_transitions`](super::RegistryBuilder::log_transitions)
+//! (or [`ToolHealthRegistry::set_log_transitions`]); a filter directive `tool_health=off` does
+//! too. These events never fail a tool span: the layer ignores this crate's events.
 
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::breaker::{Recorded, Transition};
+use crate::breaker::{BreakerState, Effective, Recorded, Transition, TransitionReason};
 use crate::call::CallOutcome;
 use crate::hook::CallingOut;
 
 use super::{ToolHealthRegistry, EXTRA_OBSERVE};
+
+/// The target of the transition log (see the module docs).
+pub const LOG_TARGET: &str = "tool_health";
 
 /// One call, as observers see it.
 #[derive(Debug, Clone, Copy)]
@@ -72,22 +92,85 @@ impl ToolHealthRegistry {
         }
     }
 
-    /// Tells observers about the transitions a result or gate call made.
+    /// Logs the transitions a result or gate call made (see [`log_transition`]) and tells
+    /// observers.
     #[inline(always)]
     pub(super) fn notify_transitions(&self, tool: &str, recorded: &Recorded) {
-        if !recorded.is_empty() && self.has_observers() {
+        if !recorded.is_empty() {
             self.notify_transitions_slow(tool, recorded);
         }
     }
 
+    #[cold]
     #[inline(never)]
     fn notify_transitions_slow(&self, tool: &str, recorded: &Recorded) {
         let _quiet = CallingOut::enter();
+        if self.log_transitions.load(Ordering::Relaxed) {
+            for t in recorded.transitions() {
+                self.log_transition(tool, &t);
+            }
+        }
+        if !self.has_observers() {
+            return;
+        }
         let at = self.clock.now();
         for t in recorded.transitions() {
             for o in self.observers.load().iter() {
                 o.on_transition(tool, &t, at);
             }
+        }
+    }
+
+    /// Whether breaker transitions are logged as `tracing` events with target
+    /// [`LOG_TARGET`] (default on; see
+    /// [`RegistryBuilder::log_transitions`](crate::RegistryBuilder::log_transitions)).
+    pub fn set_log_transitions(&self, on: bool) {
+        self.log_transitions.store(on, Ordering::Relaxed);
+    }
+
+    /// One transition as a `tracing` event, target `tool_health` (see [`log_transition`]).
+    fn log_transition(&self, tool: &str, t: &Transition) {
+        match t.to {
+            BreakerState::Open => {
+                let now = self.now_ticks();
+                // When the gate could next admit a call: the cooldown (and any Retry-After
+                // floor or backoff), as the gate itself will apply it.
+                let cooldown = self
+                    .with_entry(tool, |e| match e.breaker.effective(now) {
+                        Effective::Open { ready_at, .. } => Some(ready_at.until(now).to_duration()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .unwrap_or_default();
+                if t.reason == TransitionReason::ProbeReleased {
+                    tracing::info!(
+                        target: LOG_TARGET,
+                        tool,
+                        reason = %t.reason,
+                        "circuit breaker probe given back (no verdict): the next call may probe"
+                    );
+                } else {
+                    tracing::warn!(
+                        target: LOG_TARGET,
+                        tool,
+                        reason = %t.reason,
+                        cooldown = ?cooldown,
+                        "circuit breaker opened: calls to `{tool}` are refused for {cooldown:?}"
+                    );
+                }
+            }
+            BreakerState::HalfOpen => tracing::info!(
+                target: LOG_TARGET,
+                tool,
+                reason = %t.reason,
+                "circuit breaker half-open: one probe call to `{tool}` let through"
+            ),
+            BreakerState::Closed => tracing::info!(
+                target: LOG_TARGET,
+                tool,
+                reason = %t.reason,
+                "circuit breaker closed: `{tool}` recovered"
+            ),
         }
     }
 }

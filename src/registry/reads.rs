@@ -36,6 +36,10 @@ pub struct ToolHealthSnapshot {
     pub refused_count: u64,
     /// Calls that failed through the caller's fault (not counted in `total_calls`).
     pub ignored_count: u64,
+    /// Calls started and never finished — a dropped future, an outer timeout, a strict-mode
+    /// span closed without a completion marker (not counted in `total_calls`; see
+    /// [`CallOutcome::Cancelled`](crate::CallOutcome::Cancelled)).
+    pub cancelled_count: u64,
     /// Total duration / total calls.
     pub avg_duration: Duration,
     /// The longest call, failed ones included.
@@ -80,6 +84,8 @@ pub struct OverflowStats {
     pub failure_count: u64,
     /// Caller-error calls on untracked tools.
     pub ignored_count: u64,
+    /// Cancelled calls on untracked tools.
+    pub cancelled_count: u64,
     /// Records that arrived for a name the cap kept out.
     pub records: u64,
 }
@@ -132,6 +138,7 @@ impl ToolHealthRegistry {
             success_count: self.overflow_success.load(Ordering::Relaxed),
             failure_count: self.overflow_failure.load(Ordering::Relaxed),
             ignored_count: self.overflow_ignored.load(Ordering::Relaxed),
+            cancelled_count: self.overflow_cancelled.load(Ordering::Relaxed),
             records: self.overflow_records.load(Ordering::Relaxed),
         }
     }
@@ -208,6 +215,7 @@ impl ToolHealthRegistry {
             failure_count: stats.failure,
             refused_count: stats.refused,
             ignored_count: stats.ignored,
+            cancelled_count: stats.cancelled,
             avg_duration: stats.avg_duration(),
             max_duration: Duration::from_nanos(stats.max_duration_ns),
             breaker: eff.state(),

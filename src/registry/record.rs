@@ -43,7 +43,8 @@ impl ToolHealthRegistry {
     }
 
     /// The general record: any [`CallOutcome`], with the permit, `error.type` and retry hint
-    /// a [`CallReport`] carries. A [`CallOutcome::Refused`] only counts a refusal.
+    /// a [`CallReport`] carries. A [`CallOutcome::Refused`] only counts a refusal; a
+    /// [`CallOutcome::Cancelled`] counts a cancellation and gives a probe permit back.
     #[inline(always)]
     pub fn record_report(&self, tool: &str, report: &CallReport<'_>) -> Recorded {
         match &self.names {
@@ -93,7 +94,13 @@ impl ToolHealthRegistry {
         if self.record_extras.load(Ordering::Acquire) == 0 {
             // A plain registry: nothing to touch, nobody to tell. One load decides both.
             return match entry {
-                Some(e) => self.apply_record(e, report, duration).unwrap_or_default(),
+                Some(e) => match self.apply_record(e, report, duration) {
+                    None => Recorded::default(),
+                    Some(recorded) => {
+                        self.notify_transitions(tool, &recorded); // the transition log
+                        recorded
+                    }
+                },
                 None => {
                     self.count_overflow(outcome);
                     Recorded::default()
@@ -202,6 +209,14 @@ impl ToolHealthRegistry {
                 e.stats.record_refused();
                 None
             }
+            CallOutcome::Cancelled => {
+                e.stats.record_cancelled();
+                // No verdict on the tool: a probe goes back at once (SPEC 6.4).
+                match generation {
+                    Some(g) if report.probe => Some(e.breaker.release(g, self.now_ticks())),
+                    _ => None,
+                }
+            }
         }
     }
 
@@ -211,6 +226,7 @@ impl ToolHealthRegistry {
         match outcome {
             CallOutcome::Success => self.overflow_success.fetch_add(1, Ordering::Relaxed),
             CallOutcome::Failure => self.overflow_failure.fetch_add(1, Ordering::Relaxed),
+            CallOutcome::Cancelled => self.overflow_cancelled.fetch_add(1, Ordering::Relaxed),
             _ => self.overflow_ignored.fetch_add(1, Ordering::Relaxed),
         };
     }

@@ -38,7 +38,13 @@ fn strict_mode_needs_a_completion_marker() {
             tool_span!("status").record("otel.status_code", "OK");
             tool_span!("typed").record("error.type", "timeout");
         });
-        assert_eq!(registry.snapshot("plain"), None, "{stack:?}");
+        // Cancelled, and counted as such: never a success or a failure of the tool.
+        let plain = registry.snapshot("plain").expect("counted");
+        assert_eq!(
+            (plain.total_calls, plain.cancelled_count),
+            (0, 3),
+            "{stack:?}"
+        );
         assert_eq!(calls(&registry, "strict_tool"), (1, 1, 0, 0), "{stack:?}");
         assert_eq!(calls(&registry, "status"), (1, 0, 0, 0), "{stack:?}");
         assert_eq!(calls(&registry, "typed"), (0, 1, 0, 0), "{stack:?}");

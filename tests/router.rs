@@ -91,3 +91,33 @@ fn router_follows_one_level_only_so_cycles_are_harmless() {
     assert_eq!(router.resolve_tool("a", &r), "a");
     assert_eq!(router.resolve_tool("b", &r), "b");
 }
+
+// Issue 14, finding 9: the planner's list and the router agree. A primary whose breaker is
+// open but whose fallback is healthy stays offered (the call is routed); a tool with no usable
+// fallback is left out, with the same retry time the registry gives.
+#[test]
+fn the_routers_unavailable_tools_keep_tools_with_a_healthy_fallback() {
+    let (r, clock) = registry(1, 30 * SEC, 10 * SEC);
+    let router = HealthRouterBuilder::new()
+        .add_fallback("web_search", vec!["backup_search".into()])
+        .add_fallback("sql_query", vec!["sql_replica".into()])
+        .build();
+    r.record_failure("web_search", MS); // open; its fallback is fresh
+    r.record_failure("sql_query", MS); // open...
+    r.record_failure("sql_replica", MS); // ...and so is its fallback
+    r.record_failure("pdf_reader", MS); // open, no fallback
+    clock.advance(5 * SEC);
+
+    let registry_view: Vec<String> = r.unavailable_tools().into_iter().map(|t| t.tool).collect();
+    assert_eq!(
+        registry_view,
+        ["pdf_reader", "sql_query", "sql_replica", "web_search"]
+    );
+    let planner = router.unavailable_tools(&r);
+    let names: Vec<&str> = planner.iter().map(|t| t.tool.as_str()).collect();
+    assert_eq!(names, ["pdf_reader", "sql_query", "sql_replica"]);
+    assert_eq!(planner[0].retry_after, 25 * SEC);
+    // What the planner offers is what the router can serve.
+    assert_eq!(router.resolve_tool("web_search", &r), "backup_search");
+    assert_eq!(router.resolve_tool("sql_query", &r), "sql_query");
+}

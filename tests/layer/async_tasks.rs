@@ -147,3 +147,55 @@ async fn a_dropped_future_is_cancelled_in_strict_mode() {
         assert_eq!(counts(&registry, "fetch"), (0, 1, 0), "{stack:?}");
     }
 }
+
+// Issue 14, finding 4: the README's async pattern is `.instrument(span)`. Holding
+// `span.enter()` across an `.await` (the old snippet) leaves the span entered while another
+// task runs on the same thread, so that task's unrelated ERROR fails a healthy tool.
+#[tokio::test(flavor = "current_thread")]
+async fn an_unrelated_error_on_the_same_thread_fails_only_a_span_held_across_await() {
+    for stack in ALL_STACKS {
+        let (_clock, registry) = registry(0);
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        let run = |held: bool| {
+            let registry = registry.clone();
+            async move {
+                let go = tokio::sync::Notify::new();
+                let tool = async {
+                    let span = if held {
+                        tool_span!("held")
+                    } else {
+                        tool_span!("instrumented")
+                    };
+                    let call = async {
+                        assert!(registry.allow_request(if held { "held" } else { "instrumented" }));
+                        go.notified().await; // suspended: another task runs
+                    };
+                    if held {
+                        let _in = span.enter(); // the wrong way
+                        call.await;
+                    } else {
+                        call.instrument(span.clone()).await; // the README's way
+                    }
+                };
+                let other = async {
+                    tracing::error!("an unrelated task failed");
+                    go.notify_one();
+                };
+                tokio::join!(tool, other);
+            }
+            .with_subscriber(h.dispatch.clone())
+        };
+        run(false).await;
+        run(true).await;
+        assert_eq!(
+            crate::calls(&registry, "instrumented"),
+            (1, 0, 0, 0),
+            "{stack:?}"
+        );
+        assert_eq!(
+            crate::calls(&registry, "held"),
+            (0, 1, 0, 0),
+            "{stack:?}: the wrong pattern really fails"
+        );
+    }
+}

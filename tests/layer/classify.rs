@@ -153,3 +153,86 @@ fn a_panicking_classifier_falls_back_to_the_default_rules() {
         assert_eq!(calls(&registry, "a"), (1, 1, 0, 0), "{stack:?}");
     }
 }
+
+#[tracing::instrument(err, fields(gen_ai.operation.name = "execute_tool", gen_ai.tool.name = "err_only"))]
+fn err_only(fail: bool) -> Result<u32, ToolError> {
+    if fail {
+        Err(ToolError)
+    } else {
+        Ok(1)
+    }
+}
+
+#[tracing::instrument(err(level = "warn"), fields(gen_ai.operation.name = "execute_tool", gen_ai.tool.name = "warn_err"))]
+fn warn_err(fail: bool) -> Result<u32, ToolError> {
+    if fail {
+        Err(ToolError)
+    } else {
+        Ok(1)
+    }
+}
+
+// Issue 14, finding 3: strict mode with `#[instrument(err)]` and no `ret` used to record
+// nothing for its successes, so three scattered failures among 27 successes opened the
+// breaker. Now the successes show up at once as cancelled calls — visible, never silent.
+#[test]
+fn strict_mode_with_err_only_shows_its_successes_as_cancelled() {
+    for stack in ALL_STACKS {
+        let (_clock, registry) = new_registry(3);
+        let layer = ToolHealthLayer::builder(registry.clone())
+            .strict(true)
+            .build();
+        let h = Harness::new(stack, layer);
+        h.run(|| {
+            for i in 0..30 {
+                let _ = err_only(i % 10 == 9);
+            }
+        });
+        let s = registry.snapshot("err_only").unwrap();
+        assert_eq!(
+            (s.success_count, s.failure_count, s.cancelled_count),
+            (0, 3, 27),
+            "{stack:?}"
+        );
+    }
+}
+
+// Finding 3, the other half: `#[instrument(err(level = "warn"))]` — any event with an `error`
+// field directly in the tool span — is a failure, strict mode or not.
+#[test]
+fn an_error_field_fails_the_span_at_any_level() {
+    for strict in [false, true] {
+        for stack in ALL_STACKS {
+            let (_clock, registry) = new_registry(0);
+            let layer = ToolHealthLayer::builder(registry.clone())
+                .strict(strict)
+                .build();
+            let h = Harness::new(stack, layer);
+            h.run(|| {
+                assert!(warn_err(true).is_err());
+                assert!(warn_err(false).is_ok());
+                tool_span!("info_error").in_scope(|| tracing::info!(error = "boom", "handled"));
+                // In a child span, below ERROR: not the tool's failure (a retried request).
+                tool_span!("child_warn").in_scope(|| {
+                    tracing::info_span!("http")
+                        .in_scope(|| tracing::warn!(error = "reset", "retrying"));
+                    tracing::info!(r#return = 1);
+                });
+            });
+            let expected_warn_err = if strict { (0, 1, 0, 1) } else { (1, 1, 0, 0) };
+            let s = registry.snapshot("warn_err").unwrap();
+            assert_eq!(
+                (
+                    s.success_count,
+                    s.failure_count,
+                    s.ignored_count,
+                    s.cancelled_count
+                ),
+                expected_warn_err,
+                "strict {strict} {stack:?}"
+            );
+            assert_eq!(calls(&registry, "info_error"), (0, 1, 0, 0), "{stack:?}");
+            assert_eq!(calls(&registry, "child_warn"), (1, 0, 0, 0), "{stack:?}");
+        }
+    }
+}

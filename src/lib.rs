@@ -33,7 +33,9 @@
 //!
 //! Everything is imported from the crate root, except three concepts with a module of their
 //! own: [`layer`] (span conventions, the outcome classifier, span attribute names),
-//! [`metrics`] (instrument names) and `otlp` (feature `otlp`: one-call OTLP setup).
+//! [`metrics`] (instrument names), [`call_helper`] (one tool call wrapped:
+//! [`ToolHealthRegistry::call`]) and `otlp` (features `otlp-http` / `otlp-grpc`: one-call
+//! OTLP setup).
 //! [`ToolHealthLayer`] and [`publish_metrics`] are re-exported at the root. `ARCHITECTURE.md`
 //! draws the layers and follows one tool call through the files.
 //!
@@ -72,7 +74,7 @@ mod control;
 mod hook;
 pub mod layer;
 pub mod metrics;
-#[cfg(feature = "otlp")]
+#[cfg(feature = "_otlp")]
 pub mod otlp;
 mod policy;
 mod registry;

@@ -1,5 +1,5 @@
-//! One-call OTLP setup (feature `otlp`): traces and metrics of a [`ToolHealthRegistry`] to any
-//! OpenTelemetry collector or backend.
+//! One-call OTLP setup (features `otlp-http`, `otlp-grpc`; `otlp` = `otlp-http`): traces and
+//! metrics of a [`ToolHealthRegistry`] to any OpenTelemetry collector or backend.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -11,35 +11,67 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A service that already has a subscriber (a `fmt` layer, an `EnvFilter`) adds the layers
+//! instead — [`OtlpBuilder::layers`] installs nothing:
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tracing_subscriber::layer::SubscriberExt as _;
+//! use tracing_subscriber::util::SubscriberInitExt as _;
+//! # use tracing_subscriber::Layer as _;
+//!
+//! let (telemetry_layer, telemetry) = tool_health::otlp::builder("my-agent").layers()?;
+//! tracing_subscriber::registry()
+//!     // .with(fmt::layer().with_filter(EnvFilter::from_default_env()))  // your log output
+//!     .with(telemetry_layer) // ToolHealthLayer, then OpenTelemetry behind a `Targets` filter
+//!     .init();
+//! let registry = telemetry.registry().clone();
+//! # Ok(()) }
+//! ```
+//!
 //! [`init`] (or [`builder`] for a registry of your own and a shutdown deadline):
 //!
-//! 1. builds a tracer provider (batch span processor) and a meter provider (periodic reader)
+//! 1. refuses at once, before building anything, when a global `tracing` subscriber is
+//!    already installed ([`OtlpError::SubscriberAlreadySet`]: use `layers()` then);
+//! 2. builds a tracer provider (batch span processor) and a meter provider (periodic reader)
 //!    with OTLP exporters configured by the standard environment variables:
 //!    `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the
 //!    default, or `grpc`), `OTEL_EXPORTER_OTLP_HEADERS` (so
 //!    `x-honeycomb-team=YOUR_KEY` sends straight to Honeycomb), `OTEL_EXPORTER_OTLP_TIMEOUT`,
 //!    their per-signal `*_TRACES_*` / `*_METRICS_*` forms, `OTEL_BSP_*`,
 //!    `OTEL_METRIC_EXPORT_INTERVAL`, `OTEL_SERVICE_NAME` (wins over the name you pass) and
-//!    `OTEL_RESOURCE_ATTRIBUTES`;
-//! 2. installs the global `tracing` subscriber: a registry with the [`ToolHealthLayer`] first
+//!    `OTEL_RESOURCE_ATTRIBUTES`. The SDK's cardinality limit of this crate's instruments is
+//!    sized from the registry's cap ([`cardinality_limit`]), so every tracked tool's series
+//!    fit;
+//! 3. installs the global `tracing` subscriber: a registry with the [`ToolHealthLayer`] first
 //!    and the tracing-opentelemetry layer after it, so that on span close the health layer
 //!    annotates the span (transition events, refusal status) before it is exported; the
 //!    OpenTelemetry layer skips the exporters' own transport crates (`h2`, `hyper`, `tonic`,
-//!    `tower`, `reqwest`) so exporting never traces itself;
-//! 3. calls [`publish_metrics`] on the registry, and installs both providers as the
+//!    `tower`, `reqwest`, `opentelemetry*`: [`exporter_noise_filter`]) so exporting never
+//!    traces itself;
+//! 4. calls [`publish_metrics`] on the registry, and installs both providers as the
 //!    `opentelemetry::global` ones;
-//! 4. returns an [`OtlpGuard`] that flushes and shuts both providers down when dropped (or on
+//! 5. returns an [`OtlpGuard`] that flushes and shuts both providers down when dropped (or on
 //!    [`OtlpGuard::shutdown`]), giving up after a deadline (default 5 s) so a collector that is
 //!    down never hangs the program's exit.
 //!
-//! It refuses, with an [`OtlpError`] and never a panic: a second call in the same process;
-//! a gRPC exporter outside a tokio runtime (tonic spawns its connection task on the current
-//! runtime: call `init` from inside one, preferably multi-thread — a current-thread runtime
-//! only moves exports along while it is being driven); `http/json` (not compiled in); an
-//! exporter the SDK cannot build; a global subscriber already installed by someone else.
+//! It refuses, with an [`OtlpError`] that says what to do and never a panic: a second call in
+//! the same process; a gRPC exporter outside a tokio runtime (tonic spawns its connection task
+//! on the current runtime: call `init` from inside one, preferably multi-thread — a
+//! current-thread runtime only moves exports along while it is being driven); a protocol this
+//! build does not carry (`http/json`, or the transport whose feature is off); an exporter the
+//! SDK cannot build; a global subscriber already installed by someone else.
 //!
-//! To compose your own subscriber instead (another layer, a filter), see the wiring in
-//! the README ("See it in Jaeger / Honeycomb"): it is a few lines, and this module is those lines.
+//! # Transports and TLS
+//!
+//! | feature | transport | stack | TLS |
+//! |---|---|---|---|
+//! | `otlp-http` (= `otlp`) | `http/protobuf`, the default | reqwest (blocking client) | rustls with a pure-Rust crypto provider (graviola on x86-64 and aarch64): no C toolchain, no cmake; the platform's trust roots, `SSL_CERT_FILE` honoured |
+//! | `otlp-grpc` | `grpc` | tonic | plain text, for a collector on the same host or network |
+//!
+//! With both features, `OTEL_EXPORTER_OTLP_PROTOCOL` picks; with `otlp-grpc` alone, gRPC is
+//! the default. A process that installed its own rustls `CryptoProvider` (ring, aws-lc-rs)
+//! before `init` keeps it.
 
 use std::error::Error;
 use std::fmt;
@@ -50,19 +82,58 @@ use std::time::{Duration, Instant};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::InstrumentationScope;
-use opentelemetry_otlp::{
-    ExporterBuildError, MetricExporter, Protocol, SpanExporter, WithExportConfig,
-};
-use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_otlp::{ExporterBuildError, MetricExporter, SpanExporter};
+#[cfg(feature = "otlp-http")]
+use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_sdk::metrics::{Instrument, PeriodicReader, SdkMeterProvider, Stream};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
+use tracing_core::Subscriber;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::Layer as _;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
 
 use crate::layer::ToolHealthLayer;
 use crate::metrics::publish_metrics;
 use crate::registry::ToolHealthRegistry;
+
+/// The instrumentation scope (meter name) the metrics are published under, which
+/// [`cardinality_view`] matches.
+pub const METER_SCOPE: &str = "tool_health";
+const SCOPE: &str = METER_SCOPE;
+
+/// Series per tracked tool the cardinality limit leaves room for, per instrument: the largest
+/// instrument reports five per tool (`tool_health.calls`: four outcomes and the shadow
+/// refusals), the duration histogram one plus one per `error.type`.
+pub const SERIES_PER_TOOL: usize = 8;
+
+/// The SDK cardinality limit [`init`] and [`OtlpBuilder::layers`] give each of this crate's
+/// instruments: [`SERIES_PER_TOOL`] series for each tool the registry can track, plus the
+/// overflow series. The SDK's default (2,000 per instrument) would fold the series of tools
+/// past about 500 into its own overflow series, silently.
+pub fn cardinality_limit(max_tools: usize) -> usize {
+    max_tools
+        .saturating_add(1)
+        .saturating_mul(SERIES_PER_TOOL)
+        .max(2_000)
+}
+
+/// The SDK view that gives the instruments of meter [`METER_SCOPE`] the
+/// [`cardinality_limit`] of a registry tracking up to `max_tools` tools. [`init`] and
+/// [`OtlpBuilder::layers`] add it; add it yourself when you build the meter provider by hand
+/// (`SdkMeterProvider::builder().with_view(cardinality_view(registry.max_tools()))`) and
+/// publish on `meter_provider.meter(METER_SCOPE)`.
+pub fn cardinality_view(
+    max_tools: usize,
+) -> impl Fn(&Instrument) -> Option<Stream> + Send + Sync + 'static {
+    let limit = cardinality_limit(max_tools);
+    move |i: &Instrument| {
+        (i.scope().name() == SCOPE)
+            .then(|| Stream::builder().with_cardinality_limit(limit).build().ok())
+            .flatten()
+    }
+}
 
 /// How long [`OtlpGuard`] waits for the final flush by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -117,6 +188,28 @@ impl OtlpBuilder {
         self
     }
 
+    /// Builds the providers and the layers, publishes the metrics, and returns the layers with
+    /// the guard — installing nothing: no subscriber, no `opentelemetry::global` provider.
+    /// For a service with a subscriber of its own: add the layer to it.
+    ///
+    /// The layer is the [`ToolHealthLayer`] followed by the tracing-opentelemetry layer
+    /// filtered by [`exporter_noise_filter`] (the documented order: the health layer writes its
+    /// annotations before the span is exported). Put your own filters on your own layers
+    /// (`fmt::layer().with_filter(EnvFilter::from_default_env())`), not around this one: a
+    /// global filter that drops INFO spans drops the tool spans too.
+    pub fn layers<S>(self) -> Result<(impl Layer<S> + Send + Sync + 'static, OtlpGuard), OtlpError>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let built = self.build()?;
+        let layer = ToolHealthLayer::new(Arc::clone(&built.guard.registry)).and_then(
+            tracing_opentelemetry::layer()
+                .with_tracer(built.guard.tracer_provider.tracer(built.service_name))
+                .with_filter(exporter_noise_filter()),
+        );
+        Ok((layer, built.guard))
+    }
+
     /// Builds the providers, installs the subscriber and publishes the metrics.
     pub fn init(self) -> Result<OtlpGuard, OtlpError> {
         if INITIALIZED.swap(true, Ordering::AcqRel) {
@@ -129,30 +222,66 @@ impl OtlpBuilder {
     }
 
     fn try_init(self) -> Result<OtlpGuard, OtlpError> {
+        // Before building anything: providers built for nothing log misleading errors when
+        // they are shut down again.
+        if tracing::dispatcher::has_been_set() {
+            return Err(OtlpError::SubscriberAlreadySet);
+        }
+        let (layer, guard) = self.layers::<tracing_subscriber::Registry>()?;
+        if tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .is_err()
+        {
+            // Someone installed one in between: nothing was exported yet.
+            let mut guard = guard;
+            let _ = guard.tracer_provider.shutdown_with_timeout(Duration::ZERO);
+            let _ = guard.meter_provider.shutdown_with_timeout(Duration::ZERO);
+            guard.shut_down = true; // no second flush on drop
+            return Err(OtlpError::SubscriberAlreadySet);
+        }
+        opentelemetry::global::set_tracer_provider(guard.tracer_provider.clone());
+        opentelemetry::global::set_meter_provider(guard.meter_provider.clone());
+        Ok(guard)
+    }
+
+    /// The providers, with the metrics published.
+    fn build(self) -> Result<Built, OtlpError> {
         let traces = Transport::for_signal("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
         let metrics = Transport::for_signal("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")?;
+        #[cfg(feature = "otlp-grpc")]
         for transport in [traces, metrics] {
             if transport == Transport::Grpc && tokio::runtime::Handle::try_current().is_err() {
                 return Err(OtlpError::NoTokioRuntime);
             }
         }
+        #[cfg(feature = "otlp-http")]
+        install_crypto_provider();
 
         let span_exporter = match traces {
+            #[cfg(feature = "otlp-grpc")]
             Transport::Grpc => SpanExporter::builder().with_tonic().build(),
+            #[cfg(feature = "otlp-http")]
             Transport::Http => SpanExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
                 .build(),
         }
-        .map_err(OtlpError::Exporter)?;
+        .map_err(|e| OtlpError::Exporter {
+            signal: "traces",
+            error: e,
+        })?;
         let metric_exporter = match metrics {
+            #[cfg(feature = "otlp-grpc")]
             Transport::Grpc => MetricExporter::builder().with_tonic().build(),
+            #[cfg(feature = "otlp-http")]
             Transport::Http => MetricExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
                 .build(),
         }
-        .map_err(OtlpError::Exporter)?;
+        .map_err(|e| OtlpError::Exporter {
+            signal: "metrics",
+            error: e,
+        })?;
 
         let mut resource = Resource::builder();
         if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
@@ -167,40 +296,87 @@ impl OtlpBuilder {
         if let Some(interval) = self.metric_export_interval {
             reader = reader.with_interval(interval);
         }
+        let registry = self.registry.unwrap_or_default();
         let meter_provider = SdkMeterProvider::builder()
             .with_resource(resource)
             .with_reader(reader.build())
+            .with_view(cardinality_view(registry.max_tools()))
             .build();
 
-        let registry = self.registry.unwrap_or_default();
-        let otel_layer = tracing_opentelemetry::layer()
-            .with_tracer(tracer_provider.tracer(self.service_name))
-            .with_filter(exporter_noise_filter());
-        let subscriber = tracing_subscriber::registry()
-            .with(ToolHealthLayer::new(Arc::clone(&registry)))
-            .with(otel_layer);
-        if tracing::subscriber::set_global_default(subscriber).is_err() {
-            // Flush nothing, keep nothing: the providers hold no data yet.
-            let _ = tracer_provider.shutdown_with_timeout(Duration::ZERO);
-            let _ = meter_provider.shutdown_with_timeout(Duration::ZERO);
-            return Err(OtlpError::SubscriberAlreadySet);
-        }
-
-        let scope = InstrumentationScope::builder("tool_health")
+        let scope = InstrumentationScope::builder(SCOPE)
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
         publish_metrics(&registry, &meter_provider.meter_with_scope(scope));
-        opentelemetry::global::set_tracer_provider(tracer_provider.clone());
-        opentelemetry::global::set_meter_provider(meter_provider.clone());
-
-        Ok(OtlpGuard {
-            registry,
-            tracer_provider,
-            meter_provider,
-            shutdown_timeout: self.shutdown_timeout,
-            shut_down: false,
+        Ok(Built {
+            service_name: self.service_name,
+            guard: OtlpGuard {
+                registry,
+                tracer_provider,
+                meter_provider,
+                shutdown_timeout: self.shutdown_timeout,
+                endpoints: Endpoints::from_env(traces, metrics),
+                shut_down: false,
+            },
         })
     }
+}
+
+/// What [`OtlpBuilder::build`] made.
+struct Built {
+    service_name: String,
+    guard: OtlpGuard,
+}
+
+/// Installs the pure-Rust rustls provider as the process default, unless one is installed.
+#[cfg(feature = "otlp-http")]
+fn install_crypto_provider() {
+    // An error means a provider is already installed: the process's choice wins.
+    let _ = rustls_graviola::default_provider().install_default();
+}
+
+/// Where each signal goes, for error messages.
+#[derive(Debug, Clone)]
+struct Endpoints {
+    traces: String,
+    metrics: String,
+}
+
+impl Endpoints {
+    fn from_env(traces: Transport, metrics: Transport) -> Self {
+        Self {
+            traces: endpoint("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces, "/v1/traces"),
+            metrics: endpoint(
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                metrics,
+                "/v1/metrics",
+            ),
+        }
+    }
+
+    fn of(&self, signal: &str) -> &str {
+        if signal == "traces" {
+            &self.traces
+        } else {
+            &self.metrics
+        }
+    }
+}
+
+/// The endpoint a signal is exported to, as the SDK resolves it from the environment.
+#[cfg_attr(not(feature = "otlp-http"), allow(unused_variables))]
+fn endpoint(signal_var: &str, transport: Transport, path: &str) -> String {
+    let set = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
+    if let Some(url) = set(signal_var) {
+        return url;
+    }
+    let (default, path) = match transport {
+        #[cfg(feature = "otlp-grpc")]
+        Transport::Grpc => ("http://localhost:4317", ""),
+        #[cfg(feature = "otlp-http")]
+        Transport::Http => ("http://localhost:4318", path),
+    };
+    let base = set("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_else(|| default.to_owned());
+    format!("{}{path}", base.trim_end_matches('/'))
 }
 
 /// Keeps the exporters running; flushes and shuts them down on drop (bounded in time).
@@ -213,6 +389,7 @@ pub struct OtlpGuard {
     tracer_provider: SdkTracerProvider,
     meter_provider: SdkMeterProvider,
     shutdown_timeout: Duration,
+    endpoints: Endpoints,
     shut_down: bool,
 }
 
@@ -242,13 +419,15 @@ impl OtlpGuard {
     }
 
     /// Flushes and shuts both providers down, waiting at most the shutdown timeout; says what
-    /// went wrong (a collector that is down shows up here as an export error or a timeout).
+    /// went wrong, per signal and endpoint (a collector that is down shows up here as an
+    /// export error or a timeout).
     pub fn shutdown(mut self) -> Result<(), OtlpError> {
         self.shut_down = true;
         shutdown(
             &self.tracer_provider,
             &self.meter_provider,
             self.shutdown_timeout,
+            &self.endpoints,
         )
     }
 }
@@ -260,26 +439,36 @@ impl Drop for OtlpGuard {
                 &self.tracer_provider,
                 &self.meter_provider,
                 self.shutdown_timeout,
+                &self.endpoints,
             );
         }
     }
 }
 
-/// Shuts both providers down on helper threads, in parallel, and waits until `timeout`: an
-/// exporter stuck on a dead connection is abandoned (the process may exit), never waited for.
+/// Flushes then shuts both providers down on helper threads, in parallel, and waits until
+/// `timeout`: an exporter stuck on a dead connection is abandoned (the process may exit), never
+/// waited for. The flush comes first because its error says what failed (the export); the
+/// shutdown's alone says only that shutting down failed.
 fn shutdown(
     tracer: &SdkTracerProvider,
     meter: &SdkMeterProvider,
     timeout: Duration,
+    endpoints: &Endpoints,
 ) -> Result<(), OtlpError> {
     let deadline = Instant::now() + timeout;
     let (tx, rx) = mpsc::channel();
     let (t, m) = (tracer.clone(), meter.clone());
-    let mut errors: Vec<String> = [
+    let mut errors: Vec<(&'static str, String)> = [
         detached("traces", tx.clone(), move || {
-            t.shutdown_with_timeout(timeout)
+            let flushed = t.force_flush();
+            let shut = t.shutdown_with_timeout(timeout);
+            flushed.and(shut)
         }),
-        detached("metrics", tx, move || m.shutdown_with_timeout(timeout)),
+        detached("metrics", tx, move || {
+            let flushed = m.force_flush();
+            let shut = m.shutdown_with_timeout(timeout);
+            flushed.and(shut)
+        }),
     ]
     .into_iter()
     .filter_map(Result::err)
@@ -295,29 +484,35 @@ fn shutdown(
         }
     }
     if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(OtlpError::Shutdown(errors.join("; ")))
+        return Ok(());
     }
+    let described: Vec<String> = errors
+        .iter()
+        .map(|(signal, e)| format!("{signal} to {}: {e}", endpoints.of(signal)))
+        .collect();
+    Err(OtlpError::Shutdown(described.join("; ")))
 }
 
-/// Runs `f` on a named helper thread that sends its result (prefixed by `signal`) to `tx`.
+/// Runs `f` on a named helper thread that sends its result (with `signal`) to `tx`.
 fn detached(
     signal: &'static str,
-    tx: mpsc::Sender<Result<(), String>>,
+    tx: mpsc::Sender<Result<(), (&'static str, String)>>,
     f: impl FnOnce() -> opentelemetry_sdk::error::OTelSdkResult + Send + 'static,
-) -> Result<(), String> {
+) -> Result<(), (&'static str, String)> {
     std::thread::Builder::new()
         .name(format!("tool-health-{signal}-shutdown"))
         .spawn(move || {
-            let _ = tx.send(f().map_err(|e| format!("{signal}: {e}")));
+            let _ = tx.send(f().map_err(|e| (signal, e.to_string())));
         })
         .map(drop)
-        .map_err(|e| format!("{signal}: cannot spawn the shutdown thread: {e}"))
+        .map_err(|e| (signal, format!("cannot spawn the shutdown thread: {e}")))
 }
 
-/// The exporters' transport crates are instrumented with `tracing`: never export their spans.
-fn exporter_noise_filter() -> Targets {
+/// The filter on the OpenTelemetry layer: everything except the exporters' own transport
+/// crates (`h2`, `hyper`, `hyper_util`, `tonic`, `tower`, `reqwest`, `opentelemetry*`), which
+/// are instrumented with `tracing` — exporting must never trace itself. Use it on your own
+/// OpenTelemetry layer when you wire one by hand.
+pub fn exporter_noise_filter() -> Targets {
     Targets::new()
         .with_default(LevelFilter::TRACE)
         .with_target("h2", LevelFilter::OFF)
@@ -334,13 +529,27 @@ fn exporter_noise_filter() -> Targets {
 /// The OTLP transport of one signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transport {
+    #[cfg(feature = "otlp-grpc")]
     Grpc,
+    #[cfg(feature = "otlp-http")]
     Http,
 }
 
 impl Transport {
-    /// The signal's protocol variable, else `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`
-    /// (the specification's default).
+    /// The default: `http/protobuf` (the specification's), or gRPC when it is the only
+    /// transport compiled in.
+    const DEFAULT: Self = {
+        #[cfg(feature = "otlp-http")]
+        {
+            Self::Http
+        }
+        #[cfg(not(feature = "otlp-http"))]
+        {
+            Self::Grpc
+        }
+    };
+
+    /// The signal's protocol variable, else `OTEL_EXPORTER_OTLP_PROTOCOL`, else the default.
     fn for_signal(signal_var: &'static str) -> Result<Self, OtlpError> {
         for var in [signal_var, "OTEL_EXPORTER_OTLP_PROTOCOL"] {
             let Ok(value) = std::env::var(var) else {
@@ -348,19 +557,34 @@ impl Transport {
             };
             return match value.trim() {
                 "" => continue,
+                #[cfg(feature = "otlp-grpc")]
                 "grpc" => Ok(Self::Grpc),
+                #[cfg(not(feature = "otlp-grpc"))]
+                "grpc" => Err(OtlpError::TransportNotCompiled {
+                    variable: var,
+                    value,
+                    feature: "otlp-grpc",
+                }),
+                #[cfg(feature = "otlp-http")]
                 "http/protobuf" => Ok(Self::Http),
+                #[cfg(not(feature = "otlp-http"))]
+                "http/protobuf" => Err(OtlpError::TransportNotCompiled {
+                    variable: var,
+                    value,
+                    feature: "otlp-http",
+                }),
                 _ => Err(OtlpError::UnsupportedProtocol {
                     variable: var,
                     value,
                 }),
             };
         }
-        Ok(Self::Http)
+        Ok(Self::DEFAULT)
     }
 }
 
-/// Why [`init`] or [`OtlpGuard::shutdown`] failed.
+/// Why [`init`], [`OtlpBuilder::layers`] or [`OtlpGuard::shutdown`] failed. Each message says
+/// what to do.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum OtlpError {
@@ -368,18 +592,33 @@ pub enum OtlpError {
     AlreadyInitialized,
     /// A gRPC exporter was asked for outside a tokio runtime.
     NoTokioRuntime,
-    /// A protocol variable names a protocol this build does not support.
+    /// A protocol variable names a protocol OTLP exporters here do not speak (`http/json`).
     UnsupportedProtocol {
         /// The environment variable.
         variable: &'static str,
         /// Its value.
         value: String,
     },
+    /// A protocol variable names a transport whose feature is off in this build.
+    TransportNotCompiled {
+        /// The environment variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// The tool-health feature that carries it.
+        feature: &'static str,
+    },
     /// The SDK could not build an exporter (an invalid endpoint or header, say).
-    Exporter(ExporterBuildError),
+    Exporter {
+        /// `traces` or `metrics`.
+        signal: &'static str,
+        /// The SDK's error.
+        error: ExporterBuildError,
+    },
     /// Another global `tracing` subscriber is already installed.
     SubscriberAlreadySet,
-    /// Flushing or shutting down failed (e.g. the collector is unreachable).
+    /// Flushing or shutting down failed (e.g. the collector is unreachable): per signal, the
+    /// endpoint and the SDK's error.
     Shutdown(String),
     /// The final flush did not finish within the shutdown timeout.
     ShutdownTimedOut(Duration),
@@ -388,21 +627,50 @@ pub enum OtlpError {
 impl fmt::Display for OtlpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::AlreadyInitialized => f.write_str("tool_health::otlp::init was already called"),
+            Self::AlreadyInitialized => f.write_str(
+                "tool_health::otlp::init was already called in this process: keep the first \
+                 OtlpGuard (its registry is guard.registry()), or build layers for another \
+                 subscriber with tool_health::otlp::builder(..).layers()",
+            ),
             Self::NoTokioRuntime => f.write_str(
                 "OTLP over gRPC needs a tokio runtime: call init from inside one \
                  (or set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf)",
             ),
             Self::UnsupportedProtocol { variable, value } => write!(
                 f,
-                "{variable}={value:?} is not supported (use grpc or http/protobuf)"
+                "{variable}={value:?} is not supported: set it to http/protobuf or grpc"
             ),
-            Self::Exporter(e) => write!(f, "cannot build the OTLP exporter: {e}"),
-            Self::SubscriberAlreadySet => {
-                f.write_str("a global tracing subscriber is already installed")
-            }
-            Self::Shutdown(e) => write!(f, "OTLP flush or shutdown failed: {e}"),
-            Self::ShutdownTimedOut(t) => write!(f, "OTLP flush did not finish within {t:?}"),
+            Self::TransportNotCompiled {
+                variable,
+                value,
+                feature,
+            } => write!(
+                f,
+                "{variable}={value:?} needs tool-health's `{feature}` feature, which this build \
+                 does not have: add it (features = [\"{feature}\"]) or change {variable}"
+            ),
+            Self::Exporter { signal, error } => write!(
+                f,
+                "cannot build the OTLP {signal} exporter: {error} (check \
+                 OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS and their \
+                 per-signal forms)"
+            ),
+            Self::SubscriberAlreadySet => f.write_str(
+                "a global tracing subscriber is already installed, so otlp::init cannot \
+                 install its own: add tool-health's layers to yours instead — \
+                 `let (layer, guard) = tool_health::otlp::builder(\"my-service\").layers()?;` \
+                 then `.with(layer)` where you build your subscriber",
+            ),
+            Self::Shutdown(e) => write!(
+                f,
+                "OTLP export failed at shutdown ({e}): is the collector running and \
+                 reachable? (OTEL_EXPORTER_OTLP_ENDPOINT)"
+            ),
+            Self::ShutdownTimedOut(t) => write!(
+                f,
+                "OTLP flush did not finish within {t:?}: the collector is slow or unreachable \
+                 (raise otlp::builder(..).shutdown_timeout(..) to wait longer)"
+            ),
         }
     }
 }
@@ -410,7 +678,7 @@ impl fmt::Display for OtlpError {
 impl Error for OtlpError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Exporter(e) => Some(e),
+            Self::Exporter { error, .. } => Some(error),
             _ => None,
         }
     }

@@ -199,9 +199,6 @@ pub struct CallReport<'a> {
     /// The permit's generation, when the call was admitted through
     /// [`ToolHealthRegistry::check`](crate::ToolHealthRegistry::check).
     pub generation: Option<u32>,
-    /// Whether the permit was the breaker's probe: a probe recorded with an outcome that makes
-    /// no verdict on the tool ([`CallOutcome::Cancelled`]) is given back at once.
-    pub probe: bool,
     /// The call's `error.type`, for observers.
     pub error_type: Option<&'a str>,
     /// A retry hint from the tool (e.g. HTTP 429 with `Retry-After`): if this failure leaves the
@@ -217,7 +214,6 @@ impl<'a> CallReport<'a> {
             outcome,
             duration,
             generation: None,
-            probe: false,
             error_type: None,
             retry_after: None,
         }
@@ -227,7 +223,6 @@ impl<'a> CallReport<'a> {
     #[inline(always)]
     pub fn permit(mut self, permit: Permit) -> Self {
         self.generation = Some(permit.generation);
-        self.probe = permit.probe;
         self
     }
 

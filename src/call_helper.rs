@@ -403,9 +403,18 @@ impl Pending {
             }
             Recorder::Helper => {
                 let duration = self.registry.now().saturating_sub(started);
-                let mut report = CallReport::new(outcome, duration).permit(permit);
+                let mut report = CallReport::new(outcome, duration);
                 report.error_type = error_type;
-                self.registry.record_report(&self.tool, &report);
+                if outcome == CallOutcome::Cancelled {
+                    // No verdict: counted, and a probe given back exactly.
+                    self.registry.record_report(&self.tool, &report);
+                    if permit.is_probe() {
+                        self.registry.release(&self.tool, permit);
+                    }
+                } else {
+                    self.registry
+                        .record_report(&self.tool, &report.permit(permit));
+                }
             }
         }
     }

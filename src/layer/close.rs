@@ -4,7 +4,7 @@
 use tracing::span::Id;
 
 use crate::breaker::Transition;
-use crate::call::CallReport;
+use crate::call::{CallOutcome, CallReport};
 use crate::hook::CallingOut;
 
 use super::classify::SpanFacts;
@@ -63,18 +63,23 @@ impl ToolHealthLayer {
         match outcome {
             Some(outcome) => {
                 let duration = registry.now().saturating_sub(state.start);
+                // A cancelled call makes no verdict: counted without the permit, and a probe
+                // given back exactly (the permit says whether it is the probe).
+                let cancelled = outcome == CallOutcome::Cancelled;
                 let recorded = registry.record_report(
                     name,
                     &CallReport {
                         outcome,
                         duration,
-                        generation: permit.map(|p| p.generation()),
-                        probe: permit.is_some_and(|p| p.is_probe()),
+                        generation: permit.filter(|_| !cancelled).map(|p| p.generation()),
                         error_type: facts.error_type,
                         retry_after: state.retry_hint(),
                     },
                 );
                 transitions.extend(recorded.transitions());
+                if let Some(p) = permit.filter(|p| cancelled && p.is_probe()) {
+                    transitions.extend(registry.release(name, p).transitions());
+                }
             }
             None => {
                 if let Some(p) = permit.filter(|p| p.is_probe()) {

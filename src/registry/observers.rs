@@ -101,7 +101,6 @@ impl ToolHealthRegistry {
         }
     }
 
-    #[cold]
     #[inline(never)]
     fn notify_transitions_slow(&self, tool: &str, recorded: &Recorded) {
         let _quiet = CallingOut::enter();

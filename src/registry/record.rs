@@ -211,9 +211,14 @@ impl ToolHealthRegistry {
             }
             CallOutcome::Cancelled => {
                 e.stats.record_cancelled();
-                // No verdict on the tool: a probe goes back at once (SPEC 6.4).
+                // No verdict on the tool: a probe goes back at once (SPEC 6.4). The report
+                // carries the permit's generation, not whether it was the probe (a flag would
+                // cost every permit record a store): a live probe's generation is its own —
+                // fresh when granted — unless an operator control (forced closed, shadow)
+                // admitted other calls in it, so release only without a control. The layer and
+                // the call helper know the permit and release exactly instead.
                 match generation {
-                    Some(g) if report.probe => Some(e.breaker.release(g, self.now_ticks())),
+                    Some(g) if e.control.raw() == 0 => Some(e.breaker.release(g, self.now_ticks())),
                     _ => None,
                 }
             }

@@ -97,7 +97,7 @@ impl ToolHealthRegistry {
                 Some(e) => match self.apply_record(e, report, duration) {
                     None => Recorded::default(),
                     Some(recorded) => {
-                        self.notify_transitions(tool, &recorded); // the transition log
+                        self.notify_transitions(&e.name, &recorded); // the transition log
                         recorded
                     }
                 },

@@ -143,7 +143,8 @@
 //!   attributes are written, but the transition event is silently lost.
 //! * **A global filter that drops INFO tool spans.** `#[instrument]` spans are INFO by default;
 //!   a global `EnvFilter` / `LevelFilter` at `warn` disables them for every layer, this one
-//!   included, and nothing is recorded. In strict mode the INFO `return` events of
+//!   included, and nothing is recorded: the layer then says so once, as a WARN with the fix
+//!   (target `tool_health`). In strict mode the INFO `return` events of
 //!   `#[instrument(ret)]` are completion markers: filtering them out makes every call look
 //!   cancelled. Filter your log output per layer (`fmt::layer().with_filter(..)`) instead, or
 //!   let tool spans and their events through.

@@ -71,7 +71,11 @@
 //!
 //! With both features, `OTEL_EXPORTER_OTLP_PROTOCOL` picks; with `otlp-grpc` alone, gRPC is
 //! the default. A process that installed its own rustls `CryptoProvider` (ring, aws-lc-rs)
-//! before `init` keeps it.
+//! before `init` keeps it. graviola needs AES, PCLMULQDQ, BMI1, ADX, AVX and AVX2 on x86-64
+//! (NEON, AES, PMULL, SHA2 on aarch64); valgrind does not emulate ADX. Setup checks first and
+//! answers [`OtlpError::TlsProviderUnsupported`] on such a CPU — installing your own provider
+//! is the fix — rather than letting the provider panic at the first export
+//! (`tests/otlp_tls_cpu.rs` runs the setup under valgrind).
 
 use std::error::Error;
 use std::fmt;
@@ -254,7 +258,9 @@ impl OtlpBuilder {
             }
         }
         #[cfg(feature = "otlp-http")]
-        install_crypto_provider();
+        if traces == Transport::Http || metrics == Transport::Http {
+            install_crypto_provider()?;
+        }
 
         let span_exporter = match traces {
             #[cfg(feature = "otlp-grpc")]
@@ -328,10 +334,47 @@ struct Built {
 }
 
 /// Installs the pure-Rust rustls provider as the process default, unless one is installed.
+///
+/// graviola asserts its CPU requirements at its first use (a TLS handshake on the exporter's
+/// thread): on a CPU without them — or under valgrind, which does not emulate ADX — that would
+/// be a panic far from here. So they are checked here first, and an unsupported CPU is a clear
+/// error with the fix (install another provider before `init`; yours is kept).
 #[cfg(feature = "otlp-http")]
-fn install_crypto_provider() {
-    // An error means a provider is already installed: the process's choice wins.
+fn install_crypto_provider() -> Result<(), OtlpError> {
+    if rustls::crypto::CryptoProvider::get_default().is_some() {
+        return Ok(()); // the process's choice wins
+    }
+    if !pure_rust_tls_supported() {
+        return Err(OtlpError::TlsProviderUnsupported);
+    }
+    // An error means another thread installed one meanwhile: theirs wins.
     let _ = rustls_graviola::default_provider().install_default();
+    Ok(())
+}
+
+/// Whether this CPU has what graviola requires (its own list, checked the same way).
+#[cfg(feature = "otlp-http")]
+fn pure_rust_tls_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("adx")
+            && std::arch::is_x86_feature_detected!("avx")
+            && std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("neon")
+            && std::arch::is_aarch64_feature_detected!("aes")
+            && std::arch::is_aarch64_feature_detected!("pmull")
+            && std::arch::is_aarch64_feature_detected!("sha2")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }
 
 /// Where each signal goes, for error messages.
@@ -617,6 +660,10 @@ pub enum OtlpError {
     },
     /// Another global `tracing` subscriber is already installed.
     SubscriberAlreadySet,
+    /// OTLP over HTTP needs a rustls crypto provider; the built-in pure-Rust one (graviola)
+    /// needs AES, PCLMULQDQ, BMI1, ADX, AVX and AVX2 (x86-64) or NEON, AES, PMULL and SHA2
+    /// (aarch64), which this CPU (or valgrind) does not offer, and the process installed none.
+    TlsProviderUnsupported,
     /// Flushing or shutting down failed (e.g. the collector is unreachable): per signal, the
     /// endpoint and the SDK's error.
     Shutdown(String),
@@ -660,6 +707,14 @@ impl fmt::Display for OtlpError {
                  install its own: add tool-health's layers to yours instead — \
                  `let (layer, guard) = tool_health::otlp::builder(\"my-service\").layers()?;` \
                  then `.with(layer)` where you build your subscriber",
+            ),
+            Self::TlsProviderUnsupported => f.write_str(
+                "this CPU lacks the instructions tool-health's pure-Rust TLS provider (graviola) \
+                 needs (x86-64: AES, PCLMULQDQ, BMI1, ADX, AVX, AVX2; valgrind lacks ADX): \
+                 install a rustls crypto provider before calling init — e.g. \
+                 `rustls::crypto::ring::default_provider().install_default()` with rustls's \
+                 `ring` feature — or export over gRPC (feature otlp-grpc, \
+                 OTEL_EXPORTER_OTLP_PROTOCOL=grpc)",
             ),
             Self::Shutdown(e) => write!(
                 f,

@@ -17,6 +17,22 @@ pub(crate) const EXECUTE_TOOL: &str = "execute_tool";
 pub const TOOL_NAME: &str = "gen_ai.tool.name";
 /// `error.type`: why a call failed.
 pub(crate) const ERROR_TYPE: &str = "error.type";
+/// `gen_ai.tool.error.type`: an error type on a tool span (rig's; not in the GenAI registry).
+pub(crate) const TOOL_ERROR_TYPE: &str = "gen_ai.tool.error.type";
+/// `gen_ai.tool.call.outcome`: a framework's verdict on a tool call, `success`, `error`,
+/// `denied` or `skipped` (rig's; not in the GenAI registry).
+pub(crate) const TOOL_CALL_OUTCOME: &str = "gen_ai.tool.call.outcome";
+/// `mcp.method.name`: the MCP method a span describes.
+pub(crate) const MCP_METHOD_NAME: &str = "mcp.method.name";
+/// The value of [`MCP_METHOD_NAME`] on a tool call.
+pub(crate) const MCP_TOOLS_CALL: &str = "tools/call";
+/// `rpc.response.status_code`: the JSON-RPC error code an MCP call was answered with.
+pub(crate) const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+/// `otel.name`: tracing-opentelemetry's field for the span's name.
+pub(crate) const OTEL_NAME: &str = "otel.name";
+/// `otel.kind`: tracing-opentelemetry's field for the span's kind.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) const OTEL_KIND: &str = "otel.kind";
 /// `otel.status_code`: tracing-opentelemetry's field for the span status.
 pub(crate) const OTEL_STATUS_CODE: &str = "otel.status_code";
 /// `http.response.status_code`: the HTTP status a tool's backend answered with.

@@ -11,16 +11,20 @@ use crate::registry::ToolHealthRegistry;
 
 use super::callsites::CallsiteCache;
 use super::classify::{DefaultClassifier, OutcomeClassifier, SharedClassifier};
-use super::{LayerCore, ToolHealthLayer, DEFAULT_RETRY_AFTER_FIELD, DEFAULT_TOOL_NAME_FIELD};
+use super::conventions::Convention;
+use super::{LayerCore, ToolHealthLayer, DEFAULT_RETRY_AFTER_FIELD};
+
+/// The name of the convention `tool_name_field` / `span_filter` make of the GenAI one.
+const CUSTOM: &str = "custom";
 
 impl ToolHealthLayer {
     /// A builder for other span conventions and outcome rules.
     pub fn builder(registry: Arc<ToolHealthRegistry>) -> ToolHealthLayerBuilder {
         ToolHealthLayerBuilder {
             registry,
-            tool_name_field: Cow::Borrowed(DEFAULT_TOOL_NAME_FIELD),
+            conventions: Convention::builtin(),
+            added: 0,
             retry_after_field: Cow::Borrowed(DEFAULT_RETRY_AFTER_FIELD),
-            span_filter: None,
             default_classifier: DefaultClassifier::new(),
             classifier: None,
         }
@@ -31,9 +35,10 @@ impl ToolHealthLayer {
 #[must_use]
 pub struct ToolHealthLayerBuilder {
     registry: Arc<ToolHealthRegistry>,
-    tool_name_field: Cow<'static, str>,
+    conventions: Vec<Convention>,
+    /// How many conventions [`convention`](ToolHealthLayerBuilder::convention) put in front.
+    added: usize,
     retry_after_field: Cow<'static, str>,
-    span_filter: Option<fn(&Metadata<'_>) -> bool>,
     default_classifier: DefaultClassifier,
     classifier: Option<Arc<dyn OutcomeClassifier>>,
 }
@@ -42,8 +47,7 @@ impl fmt::Debug for ToolHealthLayerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHealthLayerBuilder")
             .field("registry", &self.registry)
-            .field("tool_name_field", &self.tool_name_field)
-            .field("span_filter", &self.span_filter.is_some())
+            .field("conventions", &self.conventions)
             .field("default_classifier", &self.default_classifier)
             .field("custom_classifier", &self.classifier.is_some())
             .finish()
@@ -51,7 +55,86 @@ impl fmt::Debug for ToolHealthLayerBuilder {
 }
 
 impl ToolHealthLayerBuilder {
-    /// The span field that carries the tool name (default [`DEFAULT_TOOL_NAME_FIELD`]).
+    /// Adds a span convention (see [`Convention`]), tried before the built-in ones; a
+    /// convention with the name of one already there replaces it in place (start from
+    /// [`Convention::rig`] and change it, to change how rig is read).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tool_health::{ToolHealthLayer, ToolHealthRegistry};
+    /// use tool_health::layer::Convention;
+    ///
+    /// let layer = ToolHealthLayer::builder(Arc::new(ToolHealthRegistry::new()))
+    ///     .convention(
+    ///         Convention::new("my-agent")
+    ///             .target("my_agent")
+    ///             .span_name("tool_call")
+    ///             .tool_name_field("tool")
+    ///             .failure_field("error"),
+    ///     )
+    ///     .build();
+    /// # drop(layer);
+    /// ```
+    pub fn convention(mut self, convention: Convention) -> Self {
+        match self
+            .conventions
+            .iter()
+            .position(|c| c.name() == convention.name())
+        {
+            Some(i) => self.conventions[i] = convention,
+            None => {
+                let at = self.added.min(self.conventions.len());
+                self.conventions.insert(at, convention);
+                self.added += 1;
+            }
+        }
+        self
+    }
+
+    /// Replaces every convention, the built-in ones included, with `conventions`, tried in
+    /// this order (keep some built-in ones with [`Convention::builtin`] or their constructors).
+    /// At most [`MAX_CONVENTIONS`](super::MAX_CONVENTIONS) count.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tool_health::{ToolHealthLayer, ToolHealthRegistry};
+    /// use tool_health::layer::Convention;
+    ///
+    /// // Only the OpenTelemetry conventions, no framework ones.
+    /// let layer = ToolHealthLayer::builder(Arc::new(ToolHealthRegistry::new()))
+    ///     .conventions([Convention::mcp(), Convention::genai()])
+    ///     .build();
+    /// # drop(layer);
+    /// ```
+    pub fn conventions(mut self, conventions: impl IntoIterator<Item = Convention>) -> Self {
+        self.conventions = conventions.into_iter().collect();
+        self.added = 0;
+        self
+    }
+
+    /// The generic convention (GenAI's, by default) made custom by `tool_name_field` or
+    /// `span_filter`; added last if there is none.
+    fn custom(&mut self) -> &mut Convention {
+        let i = match self
+            .conventions
+            .iter()
+            .position(|c| c.name() == CUSTOM || c.name() == "genai")
+        {
+            Some(i) => i,
+            None => {
+                self.conventions.push(Convention::genai());
+                self.conventions.len() - 1
+            }
+        };
+        let custom = &mut self.conventions[i];
+        custom.set_name(CUSTOM);
+        custom
+    }
+
+    /// The span field that carries the tool name in the generic convention (default
+    /// [`DEFAULT_TOOL_NAME_FIELD`](super::DEFAULT_TOOL_NAME_FIELD), the GenAI one): a custom
+    /// convention in place of the GenAI one, read the same way otherwise. The framework
+    /// conventions, which match on their crate's target, stay.
     ///
     /// Without a [`span_filter`](Self::span_filter), a span is a tool-span candidate when it
     /// declares this field. A `gen_ai.operation.name` field, when declared, must still be
@@ -67,7 +150,7 @@ impl ToolHealthLayerBuilder {
     /// # drop(layer);
     /// ```
     pub fn tool_name_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
-        self.tool_name_field = field.into();
+        self.custom().set_tool_name_field(field.into());
         self
     }
 
@@ -89,9 +172,10 @@ impl ToolHealthLayerBuilder {
         self
     }
 
-    /// Decides from a span's metadata whether it can be a tool span, instead of "declares the
-    /// tool-name field". Called once per callsite, possibly while tracing registers the
-    /// callsite: it must be pure — no panics, no tracing events.
+    /// Decides from a span's metadata whether it can be a tool span in the generic convention
+    /// (see [`tool_name_field`](Self::tool_name_field)), besides declaring the tool-name field.
+    /// Called once per callsite, possibly while tracing registers the callsite: it must be
+    /// pure — no panics, no tracing events.
     ///
     /// The tool name still comes from the [tool-name field](Self::tool_name_field).
     ///
@@ -105,7 +189,7 @@ impl ToolHealthLayerBuilder {
     /// # drop(layer);
     /// ```
     pub fn span_filter(mut self, filter: fn(&Metadata<'_>) -> bool) -> Self {
-        self.span_filter = Some(filter);
+        self.custom().set_filter(filter);
         self
     }
 
@@ -142,15 +226,21 @@ impl ToolHealthLayerBuilder {
         let classifier = self
             .classifier
             .unwrap_or_else(|| Arc::new(self.default_classifier));
+        let mut conventions = self.conventions;
+        conventions.truncate(super::MAX_CONVENTIONS);
+        let compiled = conventions
+            .iter()
+            .map(|c| c.compile(&self.retry_after_field))
+            .collect();
         ToolHealthLayer {
             core: Arc::new(LayerCore {
                 registry: self.registry,
-                tool_name_field: self.tool_name_field,
-                retry_after_field: self.retry_after_field,
-                span_filter: self.span_filter,
+                conventions: conventions.into_boxed_slice(),
+                compiled,
                 classifier: SharedClassifier(classifier),
                 callsites: CallsiteCache::new(),
                 live_tool_spans: AtomicUsize::new(0),
+                unentered_tool_spans: AtomicUsize::new(0),
             }),
             bind_fn: None,
             span_fn: None,

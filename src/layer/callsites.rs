@@ -1,7 +1,8 @@
 //! What each callsite can be, decided once per callsite and cached.
 //!
 //! [`CallsiteRole::of`] reads a callsite's static metadata (kind, level, target, declared
-//! fields). [`CallsiteCache`] remembers the answer: a direct-mapped cache of atomic words keyed
+//! fields): a span callsite is matched against the layer's conventions once, and its role
+//! remembers which one matched. [`CallsiteCache`] remembers the answer: a direct-mapped cache of atomic words keyed
 //! by the metadata's address (no lock, no guard) in front of a lock-free map.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,15 +12,18 @@ use tracing_core::{Level, Metadata};
 
 use crate::semconv;
 
+use super::conventions::{Convention, MAX_CONVENTIONS};
+
 /// What a callsite can be: a set of bits, decided once per callsite.
+///
+/// A span callsite's byte is `TOOL_SPAN` plus, in the seven bits above it, the index of the
+/// [`Convention`] that matched it. An event callsite's byte is a set of the event bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct CallsiteRole(pub(crate) u8);
 
 impl CallsiteRole {
     /// A span callsite that can be a tool span.
     pub(crate) const TOOL_SPAN: u8 = 1;
-    /// A span callsite declaring the operation-name field.
-    pub(crate) const HAS_OPERATION: u8 = 1 << 1;
     /// An ERROR-level event from a target that is not excluded.
     pub(crate) const ERROR_EVENT: u8 = 1 << 2;
     /// An event with a `return` or `error` field: a completion marker.
@@ -34,24 +38,22 @@ impl CallsiteRole {
         self.0 & bit != 0
     }
 
-    /// Classifies a callsite. `span_filter` replaces the "declares the tool-name field" test.
-    pub(crate) fn of(
-        meta: &Metadata<'_>,
-        tool_name_field: &str,
-        span_filter: Option<fn(&Metadata<'_>) -> bool>,
-    ) -> Self {
+    /// The index of the convention a tool-span callsite matched.
+    pub(crate) fn convention(self) -> usize {
+        usize::from(self.0 >> 1)
+    }
+
+    /// Classifies a callsite: a span by the first of `conventions` that matches it.
+    pub(crate) fn of(meta: &Metadata<'_>, conventions: &[Convention]) -> Self {
         let fields = meta.fields();
         let mut bits = 0;
         if meta.is_span() {
-            let candidate = match span_filter {
-                Some(filter) => filter(meta),
-                None => fields.field(tool_name_field).is_some(),
-            };
-            if candidate {
-                bits |= Self::TOOL_SPAN;
-                if fields.field(semconv::OPERATION_NAME).is_some() {
-                    bits |= Self::HAS_OPERATION;
-                }
+            let matched = conventions
+                .iter()
+                .take(MAX_CONVENTIONS)
+                .position(|c| c.matches(meta));
+            if let Some(index) = matched {
+                bits = Self::TOOL_SPAN | ((index as u8) << 1);
             }
         } else if meta.is_event() {
             if *meta.level() == Level::ERROR && !excluded_target(meta.target()) {

@@ -35,8 +35,11 @@ impl ToolHealthLayer {
             tool: name,
             error_type: state
                 .error_type
-                .as_deref()
+                .as_ref()
+                .map(|(_, t)| t.as_str())
                 .or(state.event_error_type.as_deref()),
+            call_outcome: state.call_outcome.as_deref(),
+            failure_field: state.failure_field,
             status_error: state.status_error,
             error_event: state.error_event,
             panicked: state.panicked,

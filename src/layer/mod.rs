@@ -183,12 +183,12 @@ mod builder;
 mod callsites;
 mod classify;
 mod close;
+mod conventions;
 mod otel;
 mod settle;
 mod span_state;
 mod visitor;
 
-use std::borrow::Cow;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -212,10 +212,14 @@ pub use crate::semconv::{
     TRANSITION_FROM as TRANSITION_FROM_ATTRIBUTE, TRANSITION_TO as TRANSITION_TO_ATTRIBUTE,
 };
 pub use builder::ToolHealthLayerBuilder;
-pub use classify::{DefaultClassifier, OutcomeClassifier, SpanFacts, DEFAULT_CALLER_ERRORS};
+pub use classify::{
+    DefaultClassifier, OutcomeClassifier, SpanFacts, CANCELLED_ERROR_TYPE, DEFAULT_CALLER_ERRORS,
+};
+pub use conventions::{Convention, MAX_CONVENTIONS};
 
 use callsites::{CallsiteCache, CallsiteRole};
 use classify::SharedClassifier;
+use conventions::Compiled;
 use span_state::ToolSpan;
 use visitor::{EventFields, SpanFields, SpanVisitor};
 
@@ -223,9 +227,9 @@ use visitor::{EventFields, SpanFields, SpanVisitor};
 /// what it remembers of callsites and open tool spans.
 pub(crate) struct LayerCore {
     pub(crate) registry: Arc<ToolHealthRegistry>,
-    tool_name_field: Cow<'static, str>,
-    retry_after_field: Cow<'static, str>,
-    span_filter: Option<fn(&Metadata<'_>) -> bool>,
+    /// The conventions in the order they are tried, and the field table of each.
+    conventions: Box<[Convention]>,
+    compiled: Box<[Compiled]>,
     classifier: SharedClassifier,
     callsites: CallsiteCache,
     /// Tool spans this layer family holds state for and that have not closed yet. While it is
@@ -233,6 +237,9 @@ pub(crate) struct LayerCore {
     /// span up. Relaxed is enough: a span's increment happens before its own close (the
     /// subscriber's span store orders them), so that close reads at least one.
     live_tool_spans: AtomicUsize,
+    /// Tool spans of this family that have not been entered yet. While it is zero, entering a
+    /// span costs one load. Relaxed is enough for the same reason as `live_tool_spans`.
+    unentered_tool_spans: AtomicUsize,
 }
 
 impl LayerCore {
@@ -244,9 +251,8 @@ impl LayerCore {
     /// What the callsite can be, decided once per callsite.
     #[inline]
     pub(crate) fn role(&self, meta: &'static Metadata<'static>) -> CallsiteRole {
-        self.callsites.role(meta, |meta| {
-            CallsiteRole::of(meta, &self.tool_name_field, self.span_filter)
-        })
+        self.callsites
+            .role(meta, |meta| CallsiteRole::of(meta, &self.conventions))
     }
 
     /// Whether this layer family owns a span's state.
@@ -254,12 +260,21 @@ impl LayerCore {
         state.owner == self.id()
     }
 
-    /// The tool-related field values of a span's attributes or record.
-    fn visit(&self, values: impl FnOnce(&mut SpanVisitor<'_>)) -> SpanFields {
+    /// The convention a tool-span callsite matched.
+    fn compiled(&self, role: CallsiteRole) -> Option<&Compiled> {
+        self.compiled.get(role.convention())
+    }
+
+    /// The tool-related field values of a span's attributes or record, read the way its
+    /// convention says.
+    fn visit(
+        &self,
+        convention: &Compiled,
+        values: impl FnOnce(&mut SpanVisitor<'_>),
+    ) -> SpanFields {
         let mut fields = SpanFields::default();
         values(&mut SpanVisitor {
-            tool_name_field: &self.tool_name_field,
-            retry_after_field: &self.retry_after_field,
+            convention,
             out: &mut fields,
         });
         fields
@@ -306,8 +321,15 @@ impl fmt::Debug for ToolHealthLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHealthLayer")
             .field("registry", &self.core.registry)
-            .field("tool_name_field", &self.core.tool_name_field)
-            .field("span_filter", &self.core.span_filter.is_some())
+            .field(
+                "conventions",
+                &self
+                    .core
+                    .conventions
+                    .iter()
+                    .map(Convention::name)
+                    .collect::<Vec<_>>(),
+            )
             .field("attached", &self.bind_fn.is_some())
             .finish_non_exhaustive()
     }
@@ -368,7 +390,10 @@ where
         if !role.has(CallsiteRole::TOOL_SPAN) || CallingOut::active() {
             return;
         }
-        let fields = self.core.visit(|v| attrs.record(v));
+        let Some(convention) = self.core.compiled(role) else {
+            return;
+        };
+        let fields = self.core.visit(convention, |v| attrs.record(v));
         let start = self.core.registry.now();
         let Some(span) = ctx.span(id) else {
             return;
@@ -377,20 +402,27 @@ where
         if extensions.get_mut::<ToolSpan>().is_some() {
             return; // another ToolHealthLayer in this subscriber owns the span
         }
-        let mut state = ToolSpan::new(self.core.id(), start, role.has(CallsiteRole::HAS_OPERATION));
+        let mut state = ToolSpan::new(self.core.id(), start, convention.completion_marker);
         state.apply(fields);
         extensions.insert(state);
         self.core.live_tool_spans.fetch_add(1, Ordering::Relaxed);
+        self.core
+            .unentered_tool_spans
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else {
             return;
         };
-        if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
+        let role = self.core.role(span.metadata());
+        if !role.has(CallsiteRole::TOOL_SPAN) {
             return;
         }
-        let fields = self.core.visit(|v| values.record(v));
+        let Some(convention) = self.core.compiled(role) else {
+            return;
+        };
+        let fields = self.core.visit(convention, |v| values.record(v));
         if fields.is_empty() {
             return;
         }
@@ -398,6 +430,41 @@ where
         if let Some(state) = extensions.get_mut::<ToolSpan>() {
             if self.core.owns(state) {
                 state.apply(fields);
+            }
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        // A call starts when its span is first entered: a framework may create the spans of a
+        // whole batch up front and run the calls one after another. While every tool span of
+        // ours has been entered already, entering a span costs one load.
+        if self.core.unentered_tool_spans.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
+            return;
+        }
+        let unentered = |span: &tracing_subscriber::registry::SpanRef<'_, S>| {
+            span.extensions()
+                .get::<ToolSpan>()
+                .is_some_and(|state| self.core.owns(state) && !state.entered)
+        };
+        if !unentered(&span) {
+            return;
+        }
+        // The clock is read with no extensions lock held (a clock may be user code).
+        let now = self.core.registry.now();
+        let mut extensions = span.extensions_mut();
+        if let Some(state) = extensions.get_mut::<ToolSpan>() {
+            if self.core.owns(state) && !state.entered {
+                state.entered = true;
+                state.start = now;
+                self.core
+                    .unentered_tool_spans
+                    .fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -488,6 +555,11 @@ where
         drop(span);
         if let Some(mut state) = state {
             self.core.live_tool_spans.fetch_sub(1, Ordering::Relaxed);
+            if !state.entered {
+                self.core
+                    .unentered_tool_spans
+                    .fetch_sub(1, Ordering::Relaxed);
+            }
             state.panicked |= std::thread::panicking();
             self.finish(&id, state);
         }

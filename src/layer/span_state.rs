@@ -1,24 +1,12 @@
 //! The per-span state of a tool-span candidate, kept in the span's extensions: what was seen
 //! on it so far and the gate decision bound to it.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::call::{CallOutcome, GateDecision, Permit};
 
 use super::visitor::{SpanFields, Status};
-
-/// The operation a tool-span candidate declared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Operation {
-    /// No operation field: the tool-name field (or the span filter) alone decides.
-    Undeclared,
-    /// Declared, no value yet.
-    Unset,
-    /// `execute_tool`.
-    ExecuteTool,
-    /// Anything else: not a tool span.
-    Other,
-}
 
 /// A gate decision bound to a tool span.
 #[derive(Debug, Clone)]
@@ -60,11 +48,21 @@ pub(crate) struct ToolSpan {
     /// The layer that owns this state (its shared part's address): one layer per subscriber
     /// feeds the span, any other stays out.
     pub(crate) owner: usize,
+    /// The registry clock when the span was first entered; until then, when it was created.
     pub(crate) start: Duration,
-    pub(crate) name: Option<String>,
-    pub(crate) operation: Operation,
-    pub(crate) error_type: Option<String>,
+    /// The span was entered at least once (`start` is its first enter).
+    pub(crate) entered: bool,
+    /// The tool name and the rank of the convention's source it came from.
+    pub(crate) name: Option<(u8, String)>,
+    /// Kind checks of the convention whose last recorded value did not match (bits).
+    pub(crate) kinds_bad: u8,
+    /// The error type (non-empty) and the rank of its field.
+    pub(crate) error_type: Option<(u8, String)>,
     pub(crate) event_error_type: Option<String>,
+    /// A failure field of the convention was recorded non-empty.
+    pub(crate) failure_field: bool,
+    /// The framework's own verdict (`gen_ai.tool.call.outcome`).
+    pub(crate) call_outcome: Option<Cow<'static, str>>,
     pub(crate) http_status: Option<u64>,
     pub(crate) retry_after: Option<f64>,
     pub(crate) status_error: bool,
@@ -77,24 +75,25 @@ pub(crate) struct ToolSpan {
 }
 
 impl ToolSpan {
-    pub(crate) fn new(owner: usize, start: Duration, has_operation: bool) -> Self {
+    /// A new candidate created at `start`. A convention that marks nothing on success starts
+    /// completed: strict mode cannot apply to it.
+    pub(crate) fn new(owner: usize, start: Duration, completion_marker: bool) -> Self {
         Self {
             owner,
             start,
+            entered: false,
             name: None,
-            operation: if has_operation {
-                Operation::Unset
-            } else {
-                Operation::Undeclared
-            },
+            kinds_bad: 0,
             error_type: None,
             event_error_type: None,
+            failure_field: false,
+            call_outcome: None,
             http_status: None,
             retry_after: None,
             status_error: false,
             error_event: false,
             panicked: false,
-            completed: false,
+            completed: !completion_marker,
             binding: None,
             settled: None,
         }
@@ -102,20 +101,30 @@ impl ToolSpan {
 
     /// Applies recorded field values.
     pub(crate) fn apply(&mut self, fields: SpanFields) {
-        if let Some(name) = fields.name {
-            self.name = Some(name);
+        if let Some((rank, name)) = fields.name {
+            if self.name.as_ref().is_none_or(|(r, _)| rank <= *r) {
+                self.name = Some((rank, name));
+            }
         }
-        if let Some(execute) = fields.operation {
-            self.operation = if execute {
-                Operation::ExecuteTool
-            } else {
-                Operation::Other
-            };
-        }
-        if let Some(error_type) = fields.error_type {
+        self.kinds_bad = (self.kinds_bad & !fields.kinds_seen) | fields.kinds_bad;
+        if let Some((rank, error_type)) = fields.error_type {
             self.completed = true;
-            // An empty error.type is a completion marker but no failure.
-            self.error_type = (!error_type.is_empty()).then_some(error_type);
+            // An empty error type is a completion marker but no failure.
+            if error_type.is_empty() {
+                if self.error_type.as_ref().is_some_and(|(r, _)| *r == rank) {
+                    self.error_type = None;
+                }
+            } else if self.error_type.as_ref().is_none_or(|(r, _)| rank <= *r) {
+                self.error_type = Some((rank, error_type));
+            }
+        }
+        if let Some(failed) = fields.failure {
+            self.completed = true;
+            self.failure_field |= failed;
+        }
+        if let Some(outcome) = fields.outcome {
+            self.completed = true;
+            self.call_outcome = Some(outcome);
         }
         if let Some(status) = fields.status {
             self.completed = true;
@@ -138,10 +147,10 @@ impl ToolSpan {
             .and_then(|s| Duration::try_from_secs_f64(s).ok())
     }
 
-    /// Whether the span may still turn out to be a tool span (its operation, if any, is not
-    /// known to be something else).
+    /// Whether the span may still turn out to be a tool span (no kind check of its convention,
+    /// such as `gen_ai.operation.name`, was recorded with another value).
     pub(crate) fn may_be_tool(&self) -> bool {
-        self.operation != Operation::Other
+        self.kinds_bad == 0
     }
 
     /// The tool name, when the span is a tool span.
@@ -149,7 +158,10 @@ impl ToolSpan {
         if !self.may_be_tool() {
             return None;
         }
-        self.name.as_deref().filter(|n| !n.is_empty())
+        self.name
+            .as_ref()
+            .map(|(_, n)| n.as_str())
+            .filter(|n| !n.is_empty())
     }
 
     /// Binds a gate decision. A later decision replaces an earlier one, except that a refusal
@@ -213,35 +225,85 @@ mod tests {
     }
 
     #[test]
-    fn operation_and_name_decide_tool_spans() {
+    fn kinds_and_name_decide_tool_spans() {
         let mut s = ToolSpan::new(0, Duration::ZERO, true);
         assert_eq!(s.tool_name(), None);
         s.apply(SpanFields {
-            name: Some(String::new()),
+            name: Some((0, String::new())),
             ..Default::default()
         });
         assert_eq!(s.tool_name(), None, "an empty name is no name");
         s.apply(SpanFields {
-            name: Some("x".into()),
+            name: Some((1, "later-source".into())),
+            ..Default::default()
+        });
+        s.apply(SpanFields {
+            name: Some((0, "x".into())),
+            ..Default::default()
+        });
+        s.apply(SpanFields {
+            name: Some((1, "ignored: an earlier source named it".into())),
             ..Default::default()
         });
         assert_eq!(s.tool_name(), Some("x"));
         s.apply(SpanFields {
-            operation: Some(false),
+            kinds_seen: 0b10,
+            kinds_bad: 0b10,
             ..Default::default()
         });
         assert_eq!(s.tool_name(), None);
         assert!(!s.may_be_tool());
+        // The same check recorded again with the expected value clears it; another check
+        // matching does not.
+        s.apply(SpanFields {
+            kinds_seen: 0b01,
+            ..Default::default()
+        });
+        assert!(!s.may_be_tool());
+        s.apply(SpanFields {
+            kinds_seen: 0b10,
+            ..Default::default()
+        });
+        assert_eq!(s.tool_name(), Some("x"));
+    }
+
+    #[test]
+    fn a_convention_without_marker_starts_completed() {
+        assert!(ToolSpan::new(0, Duration::ZERO, false).completed);
+        assert!(!ToolSpan::new(0, Duration::ZERO, true).completed);
     }
 
     #[test]
     fn markers_and_errors_from_fields() {
         let mut s = ToolSpan::new(0, Duration::ZERO, false);
         s.apply(SpanFields {
-            error_type: Some(String::new()),
+            error_type: Some((0, String::new())),
             ..Default::default()
         });
         assert!(s.completed && s.error_type.is_none());
+        s.apply(SpanFields {
+            error_type: Some((1, "other".into())),
+            ..Default::default()
+        });
+        s.apply(SpanFields {
+            error_type: Some((0, "timeout".into())),
+            ..Default::default()
+        });
+        s.apply(SpanFields {
+            error_type: Some((1, "later, lower rank".into())),
+            ..Default::default()
+        });
+        assert_eq!(
+            s.error_type.as_ref().map(|(_, t)| t.as_str()),
+            Some("timeout")
+        );
+        s.apply(SpanFields {
+            outcome: Some("denied".into()),
+            failure: Some(true),
+            ..Default::default()
+        });
+        assert_eq!(s.call_outcome.as_deref(), Some("denied"));
+        assert!(s.failure_field);
         s.apply(SpanFields {
             status: Some(Status::Error),
             ..Default::default()

@@ -5,18 +5,29 @@
 //! locked: visiting may run user `Debug` / `Display` code, which may log, and logging re-enters
 //! the layer.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use tracing_core::field::{Field, Visit};
 
 use crate::semconv;
 
+use super::conventions::{Compiled, Meaning};
+
 /// Values of the fields the layer reads on a span, visited without any lock held.
 #[derive(Debug, Default)]
 pub(crate) struct SpanFields {
-    pub(crate) name: Option<String>,
-    pub(crate) operation: Option<bool>,
-    pub(crate) error_type: Option<String>,
+    /// The tool name and the rank of its source (lower wins).
+    pub(crate) name: Option<(u8, String)>,
+    /// The kind checks recorded in this visit (bits), and those that did not match.
+    pub(crate) kinds_seen: u8,
+    pub(crate) kinds_bad: u8,
+    /// An error type and the rank of its field (lower wins); empty: a marker, no failure.
+    pub(crate) error_type: Option<(u8, String)>,
+    /// A failure field was recorded: non-empty or not.
+    pub(crate) failure: Option<bool>,
+    /// The framework's verdict.
+    pub(crate) outcome: Option<Cow<'static, str>>,
     pub(crate) status: Option<Status>,
     pub(crate) http_status: Option<u64>,
     /// Seconds.
@@ -26,8 +37,10 @@ pub(crate) struct SpanFields {
 impl SpanFields {
     pub(crate) fn is_empty(&self) -> bool {
         self.name.is_none()
-            && self.operation.is_none()
+            && self.kinds_seen == 0
             && self.error_type.is_none()
+            && self.failure.is_none()
+            && self.outcome.is_none()
             && self.status.is_none()
             && self.http_status.is_none()
             && self.retry_after.is_none()
@@ -41,58 +54,103 @@ pub(crate) enum Status {
     Other,
 }
 
-/// Visits a span's `Attributes` or `Record` into [`SpanFields`].
+/// The outcome values known in advance, kept without allocating.
+fn outcome_value(value: &str) -> Cow<'static, str> {
+    match value {
+        "success" => Cow::Borrowed("success"),
+        "error" => Cow::Borrowed("error"),
+        "denied" => Cow::Borrowed("denied"),
+        "skipped" => Cow::Borrowed("skipped"),
+        other => Cow::Owned(other.to_owned()),
+    }
+}
+
+/// Visits a span's `Attributes` or `Record` into [`SpanFields`], reading the fields its
+/// convention names.
 pub(crate) struct SpanVisitor<'a> {
-    pub(crate) tool_name_field: &'a str,
-    pub(crate) retry_after_field: &'a str,
+    pub(crate) convention: &'a Compiled,
     pub(crate) out: &'a mut SpanFields,
 }
 
 impl SpanVisitor<'_> {
     fn value(&mut self, field: &Field, value: &str) {
         let name = field.name();
-        if name == self.tool_name_field {
-            self.out.name = Some(value.to_owned());
-        } else if name == semconv::OPERATION_NAME {
-            self.out.operation = Some(value == semconv::EXECUTE_TOOL);
-        } else if name == semconv::ERROR_TYPE {
-            self.out.error_type = Some(value.to_owned());
-        } else if name == semconv::OTEL_STATUS_CODE {
-            self.out.status = Some(if value.eq_ignore_ascii_case("error") {
-                Status::Error
-            } else {
-                Status::Other
-            });
-        } else if name == semconv::HTTP_STATUS_CODE {
-            self.out.http_status = value.trim().parse().ok();
-        } else if name == self.retry_after_field {
-            self.number(field, value.trim().parse().unwrap_or(f64::NAN));
+        for (field_name, meaning) in self.convention.fields.iter() {
+            if field_name != name {
+                continue;
+            }
+            match meaning {
+                Meaning::Name { rank, strip_prefix } => {
+                    let value = match strip_prefix {
+                        Some(prefix) => match value.strip_prefix(&**prefix) {
+                            Some(rest) => rest,
+                            None => continue,
+                        },
+                        None => value,
+                    };
+                    if self.out.name.as_ref().is_none_or(|(r, _)| rank <= r) {
+                        self.out.name = Some((*rank, value.to_owned()));
+                    }
+                }
+                Meaning::Kind { bit, expected } => {
+                    self.out.kinds_seen |= bit;
+                    if value == expected {
+                        self.out.kinds_bad &= !bit;
+                    } else {
+                        self.out.kinds_bad |= bit;
+                    }
+                }
+                Meaning::ErrorType { rank } => {
+                    if self.out.error_type.as_ref().is_none_or(|(r, _)| rank <= r) {
+                        self.out.error_type = Some((*rank, value.to_owned()));
+                    }
+                }
+                Meaning::Failure => {
+                    self.out.failure = Some(self.out.failure == Some(true) || !value.is_empty());
+                }
+                Meaning::Outcome => self.out.outcome = Some(outcome_value(value)),
+                Meaning::Status => {
+                    self.out.status = Some(if value.eq_ignore_ascii_case("error") {
+                        Status::Error
+                    } else {
+                        Status::Other
+                    });
+                }
+                Meaning::HttpStatus => self.out.http_status = value.trim().parse().ok(),
+                Meaning::RetryAfter => {
+                    self.retry_after(value.trim().parse().unwrap_or(f64::NAN));
+                }
+            }
         }
     }
 
-    /// A numeric field: the HTTP status or the retry hint (seconds; negative, NaN or infinite
-    /// values are no hint).
-    fn number(&mut self, field: &Field, value: f64) {
+    /// The retry hint, seconds: negative, NaN or infinite values are no hint.
+    fn retry_after(&mut self, value: f64) {
+        self.out.retry_after = (value.is_finite() && value >= 0.0).then_some(value);
+    }
+
+    /// A numeric value: the HTTP status or the retry hint take it as a number, every other
+    /// field as its text.
+    fn number(&mut self, field: &Field, value: f64, text: &dyn fmt::Debug) {
         let name = field.name();
-        if name == semconv::HTTP_STATUS_CODE && (0.0..=999.0).contains(&value) {
-            self.out.http_status = Some(value as u64);
-        } else if name == self.retry_after_field {
-            self.out.retry_after = (value.is_finite() && value >= 0.0).then_some(value);
+        let mut as_text = false;
+        for (field_name, meaning) in self.convention.fields.iter() {
+            if field_name != name {
+                continue;
+            }
+            match meaning {
+                Meaning::HttpStatus => {
+                    if (0.0..=999.0).contains(&value) {
+                        self.out.http_status = Some(value as u64);
+                    }
+                }
+                Meaning::RetryAfter => self.retry_after(value),
+                _ => as_text = true,
+            }
         }
-    }
-
-    fn is_number_field(&self, field: &Field) -> bool {
-        field.name() == semconv::HTTP_STATUS_CODE || field.name() == self.retry_after_field
-    }
-
-    fn wanted(&self, field: &Field) -> bool {
-        let name = field.name();
-        name == self.tool_name_field
-            || name == semconv::OPERATION_NAME
-            || name == semconv::ERROR_TYPE
-            || name == semconv::OTEL_STATUS_CODE
-            || name == semconv::HTTP_STATUS_CODE
-            || name == self.retry_after_field
+        if as_text {
+            self.value(field, &format!("{text:?}"));
+        }
     }
 }
 
@@ -102,32 +160,20 @@ impl Visit for SpanVisitor<'_> {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if self.is_number_field(field) {
-            self.number(field, value as f64);
-        } else {
-            self.record_debug(field, &value);
-        }
+        self.number(field, value as f64, &value);
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        if self.is_number_field(field) {
-            self.number(field, value as f64);
-        } else {
-            self.record_debug(field, &value);
-        }
+        self.number(field, value as f64, &value);
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        if self.is_number_field(field) {
-            self.number(field, value);
-        } else {
-            self.record_debug(field, &value);
-        }
+        self.number(field, value, &value);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         // Only format the fields we read: the others may be large or slow to format.
-        if self.wanted(field) {
+        if self.convention.reads(field.name()) {
             self.value(field, &format!("{value:?}"));
         }
     }

@@ -1,0 +1,555 @@
+//! Conventions as data: how one framework's tool spans look, as a small declarative
+//! [`Convention`] instead of special cases in the layer.
+//!
+//! A convention says how its tool spans are **matched** (target crate, span name, declared
+//! fields, or a predicate — all static metadata, so the match is decided once per callsite and
+//! cached), where the **tool name** comes from (a field, or a field minus a prefix such as
+//! `otel.name` = `tool.{name}`), which values say the span is **not** a tool call after all
+//! (`gen_ai.operation.name` = `chat`), which fields carry an **error type**, which fields mean
+//! **failure** when recorded, and which field carries the framework's own **outcome**
+//! (`gen_ai.tool.call.outcome` = `success` / `error` / `denied` / `skipped`).
+//!
+//! Every convention also reads the fields of OpenTelemetry itself: `error.type`,
+//! `otel.status_code`, `http.response.status_code` and the layer's retry-after field.
+//!
+//! The first convention whose match accepts a callsite decides how its spans are read. The
+//! built-in set ([`Convention::builtin`]) puts the framework conventions, which match on their
+//! crate's target and so can only claim that crate's spans, before the MCP and GenAI ones,
+//! which match on fields from any source.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use tracing_core::Metadata;
+
+use crate::semconv;
+
+type Str = Cow<'static, str>;
+
+/// How many conventions a layer can tell apart (the callsite cache keeps the index in 7 bits);
+/// conventions past it are never matched.
+pub const MAX_CONVENTIONS: usize = 127;
+
+/// How many [`kind`](Convention::kind) checks a convention can hold; later ones are ignored.
+const MAX_KINDS: usize = 8;
+
+/// Where a tool name comes from: a field's value, minus a prefix when one is given (a value
+/// without the prefix is no name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NameSource {
+    field: Str,
+    strip_prefix: Option<Str>,
+}
+
+/// How one framework's tool spans look: matched on static metadata, read through named fields.
+///
+/// ```
+/// use tool_health::layer::Convention;
+///
+/// // Spans like `info_span!(target: "my_agent::tools", "tool_call", tool = %name, error = Empty)`,
+/// // with `span.record("error", ..)` on failure:
+/// let mine = Convention::new("my-agent")
+///     .target("my_agent")
+///     .span_name("tool_call")
+///     .tool_name_field("tool")
+///     .failure_field("error")
+///     .no_completion_marker();
+/// # let _ = mine;
+/// ```
+///
+/// Add it with [`ToolHealthLayerBuilder::convention`](super::ToolHealthLayerBuilder::convention).
+/// The built-in ones are constructors ([`genai`](Self::genai), [`mcp`](Self::mcp),
+/// [`rig`](Self::rig), [`langchain_rust`](Self::langchain_rust), [`adk`](Self::adk),
+/// [`swiftide`](Self::swiftide)); start from one to change it.
+#[derive(Clone)]
+pub struct Convention {
+    name: Str,
+    target: Option<Str>,
+    span_name: Option<Str>,
+    required_fields: Vec<Str>,
+    filter: Option<fn(&Metadata<'_>) -> bool>,
+    tool_name: Vec<NameSource>,
+    kinds: Vec<(Str, Str)>,
+    error_type_fields: Vec<Str>,
+    failure_fields: Vec<Str>,
+    outcome_field: Option<Str>,
+    completion_marker: bool,
+}
+
+impl fmt::Debug for Convention {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Convention")
+            .field("name", &self.name)
+            .field("target", &self.target)
+            .field("span_name", &self.span_name)
+            .field("required_fields", &self.required_fields)
+            .field("filter", &self.filter.is_some())
+            .field("tool_name", &self.tool_name)
+            .field("kinds", &self.kinds)
+            .field("error_type_fields", &self.error_type_fields)
+            .field("failure_fields", &self.failure_fields)
+            .field("outcome_field", &self.outcome_field)
+            .field("completion_marker", &self.completion_marker)
+            .finish()
+    }
+}
+
+impl Convention {
+    /// An empty convention called `name`: it matches every span and finds no tool name until
+    /// given a [tool-name field](Self::tool_name_field).
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            name: name.into(),
+            target: None,
+            span_name: None,
+            required_fields: Vec::new(),
+            filter: None,
+            tool_name: Vec::new(),
+            kinds: Vec::new(),
+            error_type_fields: Vec::new(),
+            failure_fields: Vec::new(),
+            outcome_field: None,
+            completion_marker: true,
+        }
+    }
+
+    /// The convention's name (a builder's [`convention`](super::ToolHealthLayerBuilder::convention)
+    /// replaces the one of the same name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    // ----------------------------------------------------------------------------- matching
+
+    /// Only spans whose target is `module` or inside it (`module::…`): a crate name such as
+    /// `rig_agent` claims only that crate's spans, which makes the match unambiguous.
+    #[must_use]
+    pub fn target(mut self, module: impl Into<Cow<'static, str>>) -> Self {
+        self.target = Some(module.into());
+        self
+    }
+
+    /// Only spans with exactly this name (the static name; `otel.name` is a field).
+    #[must_use]
+    pub fn span_name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.span_name = Some(name.into());
+        self
+    }
+
+    /// Only spans that declare this field (with a value or `Empty`).
+    #[must_use]
+    pub fn requires_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.required_fields.push(field.into());
+        self
+    }
+
+    /// Only spans whose metadata passes `filter` as well. Called once per callsite, possibly
+    /// while tracing registers the callsite: it must be pure — no panics, no tracing events.
+    #[must_use]
+    pub fn filter(mut self, filter: fn(&Metadata<'_>) -> bool) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    // ----------------------------------------------------------------------------- reading
+
+    /// A field carrying the tool name. Several sources are tried in the order given: a value
+    /// from an earlier source wins over one from a later source. A span matches only if it
+    /// declares at least one of them.
+    #[must_use]
+    pub fn tool_name_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.tool_name.push(NameSource {
+            field: field.into(),
+            strip_prefix: None,
+        });
+        self
+    }
+
+    /// A field whose value is the tool name after `prefix`, e.g. `otel.name` = `tool.search`
+    /// with prefix `tool.`. A value without the prefix is no name.
+    #[must_use]
+    pub fn tool_name_from(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        prefix: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.tool_name.push(NameSource {
+            field: field.into(),
+            strip_prefix: Some(prefix.into()),
+        });
+        self
+    }
+
+    /// When `field` is recorded with anything but `value`, the span is not a tool call (e.g.
+    /// `gen_ai.operation.name` must be `execute_tool`). Unrecorded, it decides nothing. At most
+    /// eight such checks count.
+    #[must_use]
+    pub fn kind(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        if self.kinds.len() < MAX_KINDS {
+            self.kinds.push((field.into(), value.into()));
+        }
+        self
+    }
+
+    /// A field carrying an error type, read like `error.type` (which every convention reads
+    /// first): recorded non-empty, the call failed, and the value decides whether it is a
+    /// caller error.
+    #[must_use]
+    pub fn error_type_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.error_type_fields.push(field.into());
+        self
+    }
+
+    /// A field that, recorded non-empty, means the call failed (e.g. langchain-rust's `error`,
+    /// the error's text).
+    #[must_use]
+    pub fn failure_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.failure_fields.push(field.into());
+        self
+    }
+
+    /// A field carrying the framework's own verdict: `success`, `error` (a failure unless the
+    /// error type is a caller error), `denied` or `skipped` (no call was made: nothing is
+    /// recorded). Recorded, it is also a completion marker.
+    #[must_use]
+    pub fn outcome_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.outcome_field = Some(field.into());
+        self
+    }
+
+    /// The framework marks nothing on a successful call's span, so strict mode cannot tell a
+    /// cancelled call from a success there: strict mode treats these spans as completed.
+    #[must_use]
+    pub fn no_completion_marker(mut self) -> Self {
+        self.completion_marker = false;
+        self
+    }
+
+    /// Whether this convention's spans carry a completion marker when they succeed.
+    pub fn has_completion_marker(&self) -> bool {
+        self.completion_marker
+    }
+
+    /// Whether a span or callsite with this metadata is one of this convention's tool-span
+    /// candidates (its tool name may still be missing, or a [`kind`](Self::kind) field may
+    /// still rule it out).
+    pub fn matches(&self, meta: &Metadata<'_>) -> bool {
+        if !meta.is_span() {
+            return false;
+        }
+        if let Some(module) = &self.target {
+            let target = meta.target();
+            let inside = target
+                .strip_prefix(&**module)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"));
+            if !inside {
+                return false;
+            }
+        }
+        if self.span_name.as_deref().is_some_and(|n| n != meta.name()) {
+            return false;
+        }
+        let fields = meta.fields();
+        if !self
+            .required_fields
+            .iter()
+            .all(|f| fields.field(&**f).is_some())
+        {
+            return false;
+        }
+        if !self
+            .tool_name
+            .iter()
+            .any(|s| fields.field(&*s.field).is_some())
+        {
+            return false;
+        }
+        self.filter.is_none_or(|filter| filter(meta))
+    }
+
+    // ----------------------------------------------------------------------------- built-in
+
+    /// The OpenTelemetry GenAI execute-tool span, from any source: declares
+    /// `gen_ai.tool.name`; `gen_ai.operation.name`, when recorded, is `execute_tool`; the error
+    /// type is `error.type`, then `gen_ai.tool.error.type`; the outcome
+    /// `gen_ai.tool.call.outcome`.
+    pub fn genai() -> Self {
+        Self::new("genai")
+            .tool_name_field(semconv::TOOL_NAME)
+            .kind(semconv::OPERATION_NAME, semconv::EXECUTE_TOOL)
+            .error_type_field(semconv::TOOL_ERROR_TYPE)
+            .outcome_field(semconv::TOOL_CALL_OUTCOME)
+    }
+
+    /// The client span of the OpenTelemetry MCP conventions, from any source: declares
+    /// `mcp.method.name`, which must be `tools/call` (and `gen_ai.operation.name`, when
+    /// recorded, `execute_tool`); the tool name is `gen_ai.tool.name`, else `otel.name` minus
+    /// `tools/call `; the error type is `error.type` (`tool_error` for a result with
+    /// `isError: true`, else the JSON-RPC code), then `rpc.response.status_code`. What
+    /// [`mcp::ToolHealthClient`](crate#mcp) writes.
+    pub fn mcp() -> Self {
+        Self::new("mcp")
+            .requires_field(semconv::MCP_METHOD_NAME)
+            .tool_name_field(semconv::TOOL_NAME)
+            .tool_name_from(semconv::OTEL_NAME, "tools/call ")
+            .kind(semconv::MCP_METHOD_NAME, semconv::MCP_TOOLS_CALL)
+            .kind(semconv::OPERATION_NAME, semconv::EXECUTE_TOOL)
+            .error_type_field(semconv::RPC_RESPONSE_STATUS_CODE)
+            .outcome_field(semconv::TOOL_CALL_OUTCOME)
+    }
+
+    /// rig (`rig-agent` 0.44): span `execute_tool` from `rig_agent`, the GenAI fields with the
+    /// name recorded when the call starts, and rig's `gen_ai.tool.call.outcome` and
+    /// `gen_ai.tool.error.type` (`invalid_args`, `timeout`, `not_found`, `other`, …) recorded
+    /// just before it closes.
+    pub fn rig() -> Self {
+        Self::new("rig")
+            .target("rig_agent")
+            .span_name("execute_tool")
+            .tool_name_field(semconv::TOOL_NAME)
+            .kind(semconv::OPERATION_NAME, semconv::EXECUTE_TOOL)
+            .error_type_field(semconv::TOOL_ERROR_TYPE)
+            .outcome_field(semconv::TOOL_CALL_OUTCOME)
+    }
+
+    /// langchain-rust (7.0): span `tool.call` from `langchain_rust`, the name in `tool`, the
+    /// error's text recorded in `error` on failure. Nothing marks a success, so strict mode
+    /// cannot tell a cancelled call from a successful one.
+    pub fn langchain_rust() -> Self {
+        Self::new("langchain-rust")
+            .target("langchain_rust")
+            .span_name("tool.call")
+            .tool_name_field("tool")
+            .failure_field("error")
+            .no_completion_marker()
+    }
+
+    /// adk-rust (`adk-agent` 2.3): an unnamed span from `adk_agent` with
+    /// `otel.name` = `execute_tool {name}` and `tool.name`. adk logs a tool's failure *outside*
+    /// its span: with no configuration its calls are recorded as successes, with their
+    /// durations. See the README for the one line that makes failures visible.
+    pub fn adk() -> Self {
+        Self::new("adk")
+            .target("adk_agent")
+            .span_name("")
+            .requires_field("tool.name")
+            .tool_name_from(semconv::OTEL_NAME, "execute_tool ")
+            .no_completion_marker()
+    }
+
+    /// swiftide (`swiftide-agents` 0.32): span `tool` from `swiftide_agents` whose only field
+    /// is `otel.name` = `tool.{name}`. swiftide logs a tool's failure in the parent span: with
+    /// no configuration its calls are recorded as successes, with their durations. See the
+    /// README for the one line that makes failures visible.
+    pub fn swiftide() -> Self {
+        Self::new("swiftide")
+            .target("swiftide_agents")
+            .span_name("tool")
+            .tool_name_from(semconv::OTEL_NAME, "tool.")
+            .no_completion_marker()
+    }
+
+    /// The conventions a layer starts with, in the order they are tried: rig, langchain-rust,
+    /// adk, swiftide (each matched on its crate's target), then MCP and GenAI (matched on
+    /// fields, from any source).
+    pub fn builtin() -> Vec<Self> {
+        vec![
+            Self::rig(),
+            Self::langchain_rust(),
+            Self::adk(),
+            Self::swiftide(),
+            Self::mcp(),
+            Self::genai(),
+        ]
+    }
+
+    // ----------------------------------------------------------------------------- builder support
+
+    /// Replaces the tool-name sources with the one field (the builder's `tool_name_field`).
+    pub(crate) fn set_tool_name_field(&mut self, field: Str) {
+        self.tool_name = vec![NameSource {
+            field,
+            strip_prefix: None,
+        }];
+    }
+
+    pub(crate) fn set_filter(&mut self, filter: fn(&Metadata<'_>) -> bool) {
+        self.filter = Some(filter);
+    }
+
+    pub(crate) fn set_name(&mut self, name: &'static str) {
+        self.name = Cow::Borrowed(name);
+    }
+
+    /// The field table the visitor reads this convention's spans with.
+    pub(crate) fn compile(&self, retry_after_field: &Str) -> Compiled {
+        let mut fields = Vec::new();
+        for (rank, source) in self.tool_name.iter().enumerate() {
+            fields.push((
+                source.field.clone(),
+                Meaning::Name {
+                    rank: rank.min(u8::MAX as usize) as u8,
+                    strip_prefix: source.strip_prefix.clone(),
+                },
+            ));
+        }
+        for (bit, (field, value)) in self.kinds.iter().enumerate() {
+            fields.push((
+                field.clone(),
+                Meaning::Kind {
+                    bit: 1 << bit,
+                    expected: value.clone(),
+                },
+            ));
+        }
+        fields.push((
+            Cow::Borrowed(semconv::ERROR_TYPE),
+            Meaning::ErrorType { rank: 0 },
+        ));
+        for (rank, field) in self.error_type_fields.iter().enumerate() {
+            fields.push((
+                field.clone(),
+                Meaning::ErrorType {
+                    rank: (rank + 1).min(u8::MAX as usize) as u8,
+                },
+            ));
+        }
+        for field in &self.failure_fields {
+            fields.push((field.clone(), Meaning::Failure));
+        }
+        if let Some(field) = &self.outcome_field {
+            fields.push((field.clone(), Meaning::Outcome));
+        }
+        fields.push((Cow::Borrowed(semconv::OTEL_STATUS_CODE), Meaning::Status));
+        fields.push((
+            Cow::Borrowed(semconv::HTTP_STATUS_CODE),
+            Meaning::HttpStatus,
+        ));
+        fields.push((retry_after_field.clone(), Meaning::RetryAfter));
+        Compiled {
+            fields: fields.into_boxed_slice(),
+            completion_marker: self.completion_marker,
+        }
+    }
+}
+
+/// What a field means on a convention's spans.
+#[derive(Debug, Clone)]
+pub(crate) enum Meaning {
+    /// The tool name (a lower rank wins), minus a prefix.
+    Name { rank: u8, strip_prefix: Option<Str> },
+    /// Must be `expected` when recorded; `bit` identifies the check.
+    Kind { bit: u8, expected: Str },
+    /// An error type (a lower rank wins).
+    ErrorType { rank: u8 },
+    /// Recorded non-empty: a failure.
+    Failure,
+    /// The framework's verdict.
+    Outcome,
+    /// `otel.status_code`.
+    Status,
+    /// `http.response.status_code`.
+    HttpStatus,
+    /// The retry hint, seconds.
+    RetryAfter,
+}
+
+/// A convention ready for the visitor: each field it reads and what it means.
+#[derive(Debug, Clone)]
+pub(crate) struct Compiled {
+    pub(crate) fields: Box<[(Str, Meaning)]>,
+    pub(crate) completion_marker: bool,
+}
+
+impl Compiled {
+    /// Whether `field` means anything on this convention's spans.
+    pub(crate) fn reads(&self, field: &str) -> bool {
+        self.fields.iter().any(|(name, _)| name == field)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_core::callsite::{Callsite, Identifier};
+    use tracing_core::field::FieldSet;
+    use tracing_core::{Interest, Kind, Level};
+
+    struct Cs;
+    impl Callsite for Cs {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            unreachable!()
+        }
+    }
+    static CS: Cs = Cs;
+
+    fn meta(
+        target: &'static str,
+        name: &'static str,
+        fields: &'static [&'static str],
+    ) -> Metadata<'static> {
+        Metadata::new(
+            name,
+            target,
+            Level::INFO,
+            None,
+            None,
+            None,
+            FieldSet::new(fields, Identifier(&CS)),
+            Kind::SPAN,
+        )
+    }
+
+    #[test]
+    fn builtin_matches_are_decided_by_target_name_and_fields() {
+        let rig = meta(
+            "rig_agent::agent::telemetry",
+            "execute_tool",
+            &[
+                "gen_ai.operation.name",
+                "gen_ai.tool.name",
+                "gen_ai.tool.call.outcome",
+            ],
+        );
+        assert!(Convention::rig().matches(&rig));
+        assert!(Convention::genai().matches(&rig));
+        // Another crate that merely starts with the same letters is not rig.
+        let other = meta("rig_agentx", "execute_tool", &["gen_ai.tool.name"]);
+        assert!(!Convention::rig().matches(&other));
+        let lc = meta(
+            "langchain_rust::agent::executor",
+            "tool.call",
+            &["tool", "error"],
+        );
+        assert!(Convention::langchain_rust().matches(&lc));
+        assert!(!Convention::genai().matches(&lc));
+        let lc_other = meta("langchain_rust::agent::executor", "agent.run", &["error"]);
+        assert!(!Convention::langchain_rust().matches(&lc_other));
+        let adk = meta("adk_agent::llm_agent", "", &["otel.name", "tool.name"]);
+        assert!(Convention::adk().matches(&adk));
+        let sw = meta("swiftide_agents::agent", "tool", &["otel.name"]);
+        assert!(Convention::swiftide().matches(&sw));
+        let mcp = meta(
+            "my_app",
+            "tools/call",
+            &["otel.name", "mcp.method.name", "gen_ai.tool.name"],
+        );
+        assert!(Convention::mcp().matches(&mcp));
+        assert!(!Convention::mcp().matches(&meta("my_app", "x", &["gen_ai.tool.name"])));
+    }
+
+    #[test]
+    fn compiled_tables_read_the_universal_fields() {
+        let c = Convention::langchain_rust().compile(&Cow::Borrowed("retry"));
+        for f in ["tool", "error", "error.type", "otel.status_code", "retry"] {
+            assert!(c.reads(f), "{f}");
+        }
+        assert!(!c.reads("gen_ai.tool.name"));
+        assert!(!c.completion_marker);
+    }
+}

@@ -4,6 +4,8 @@
 //! * `spans`: which spans are tool spans, and the outcome each records
 //! * `classify`: the outcome classifier and the span conventions (strict mode, caller errors,
 //!   custom fields, custom classifiers)
+//! * `conventions`: the built-in framework conventions on spans shaped like each framework's,
+//!   the duration from the first enter, conventions added or replaced through the builder
 //! * `gate`: the span-aware gate, bound to the nearest tool span
 //! * `robustness`: odd field values, logging from inside the layer
 //! * `async_tasks`: async tools on a multi-thread tokio runtime
@@ -47,6 +49,7 @@ impl std::fmt::Display for ToolError {
 
 mod async_tasks;
 mod classify;
+mod conventions;
 mod gate;
 mod otel;
 mod robustness;

@@ -31,12 +31,13 @@
 //!
 //! # Where things are
 //!
-//! Everything is imported from the crate root, except three concepts with a module of their
+//! Everything is imported from the crate root, except five concepts with a module of their
 //! own: [`layer`] (span conventions, the outcome classifier, span attribute names),
 //! [`metrics`] (instrument names), [`call_helper`] (one tool call wrapped:
-//! [`ToolHealthRegistry::call`]) and `otlp` (features `otlp-http` / `otlp-grpc`: one-call
-//! OTLP setup).
-//! [`ToolHealthLayer`] and [`publish_metrics`] are re-exported at the root. `ARCHITECTURE.md`
+//! [`ToolHealthRegistry::call`]), `otlp` (features `otlp-http` / `otlp-grpc`: one-call OTLP
+//! setup) and `mcp` (feature `mcp`: an MCP client behind the breaker).
+//! [`ToolHealthLayer`], [`publish_metrics`] and `ToolHealthClient` are re-exported at the root.
+//! `ARCHITECTURE.md`
 //! draws the layers and follows one tool call through the files.
 //!
 //! # Interactions to know (properties, not bugs)
@@ -73,6 +74,8 @@ mod clock;
 mod control;
 mod hook;
 pub mod layer;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod metrics;
 #[cfg(feature = "_otlp")]
 pub mod otlp;
@@ -89,6 +92,8 @@ pub use call_helper::{CallError, ErrorClass, ToolCall};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
+#[cfg(feature = "mcp")]
+pub use mcp::ToolHealthClient;
 pub use metrics::publish_metrics;
 pub use policy::{
     Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy, WINDOW_BUCKETS,

@@ -30,9 +30,7 @@ pub(crate) const MCP_TOOLS_CALL: &str = "tools/call";
 pub(crate) const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
 /// `otel.name`: tracing-opentelemetry's field for the span's name.
 pub(crate) const OTEL_NAME: &str = "otel.name";
-/// `otel.kind`: tracing-opentelemetry's field for the span's kind.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-pub(crate) const OTEL_KIND: &str = "otel.kind";
+
 /// `otel.status_code`: tracing-opentelemetry's field for the span status.
 pub(crate) const OTEL_STATUS_CODE: &str = "otel.status_code";
 /// `http.response.status_code`: the HTTP status a tool's backend answered with.

@@ -244,6 +244,7 @@ impl ToolHealthLayerBuilder {
             }),
             bind_fn: None,
             span_fn: None,
+            tracks_fn: None,
             dispatch: OnceLock::new(),
         }
     }

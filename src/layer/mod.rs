@@ -288,6 +288,42 @@ impl LayerCore {
     }
 }
 
+/// Whether a layer holds state for the current span, monomorphised for its subscriber.
+type TracksFn = fn(&Dispatch, &ToolHealthLayer) -> bool;
+
+fn tracks_with<S>(dispatch: &Dispatch, layer: &ToolHealthLayer) -> bool
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let Some(subscriber) = dispatch.downcast_ref::<S>() else {
+        return false;
+    };
+    let current = dispatch.current_span();
+    let Some(span) = current.id().and_then(|id| subscriber.span(id)) else {
+        return false;
+    };
+    let extensions = span.extensions();
+    extensions
+        .get::<ToolSpan>()
+        .is_some_and(|state| layer.core.owns(state))
+}
+
+/// Whether the current default subscriber has a `ToolHealthLayer` feeding `registry` (the same
+/// `Arc`) that will record the current span: then code that opens a tool span leaves the
+/// recording to the layer, and binds its gate decision to the span.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn tracks_current_span(registry: &Arc<ToolHealthRegistry>) -> bool {
+    tracing::dispatcher::get_default(|dispatch| {
+        let Some(layer) = dispatch.downcast_ref::<ToolHealthLayer>() else {
+            return false;
+        };
+        Arc::ptr_eq(&layer.core.registry, registry)
+            && layer
+                .tracks_fn
+                .is_some_and(|tracks| tracks(dispatch, layer))
+    })
+}
+
 /// Feeds a [`ToolHealthRegistry`] from tool-call spans, and makes its gate span-aware.
 ///
 /// See the [module docs](self) for what is recognised, how outcomes are inferred, what is
@@ -313,6 +349,8 @@ pub struct ToolHealthLayer {
     pub(crate) bind_fn: Option<bind::BindFn>,
     /// Set in `on_layer`: the call helper's span walker (see `settle.rs`).
     pub(crate) span_fn: Option<settle::SpanFn>,
+    /// Set in `on_layer`: whether this layer holds state for the current span.
+    tracks_fn: Option<TracksFn>,
     /// Set in `on_register_dispatch`: where the OpenTelemetry span is reached at close.
     dispatch: OnceLock<WeakDispatch>,
 }
@@ -342,6 +380,7 @@ impl Clone for ToolHealthLayer {
             core: Arc::clone(&self.core),
             bind_fn: None,
             span_fn: None,
+            tracks_fn: None,
             dispatch: OnceLock::new(),
         }
     }
@@ -374,6 +413,7 @@ where
 
     fn on_layer(&mut self, _subscriber: &mut S) {
         self.bind_fn = Some(bind::bind_with::<S>);
+        self.tracks_fn = Some(tracks_with::<S>);
         hook::install_binder(bind::binder);
         self.span_fn = Some(settle::with_tool_span_in::<S>);
         hook::install_call_hooks(settle::HOOKS);

@@ -1,0 +1,260 @@
+//! rmcp 3.11 against a real MCP server, through `tool_health::mcp::ToolHealthClient`: the demo
+//! server in-process over an in-memory pipe, and as a child process over stdio that is killed
+//! mid-call and restarted. Each in-process behaviour runs twice: with a `ToolHealthLayer` for
+//! the registry (the layer records the client's MCP span) and without one (the client records
+//! itself).
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tool_health::mcp::{is_refusal, ToolHealthClient};
+use tool_health::{BreakerState, ToolHealthLayer, ToolHealthRegistry};
+use tool_health_integrations::mcp_demo::{self, Demo};
+use tool_health_integrations::{calls, registry, subscriber};
+
+fn params(tool: &'static str) -> CallToolRequestParams {
+    CallToolRequestParams::new(tool)
+}
+
+fn with_args(tool: &'static str, args: serde_json::Value) -> CallToolRequestParams {
+    match args {
+        serde_json::Value::Object(map) => CallToolRequestParams::new(tool).with_arguments(map),
+        _ => CallToolRequestParams::new(tool),
+    }
+}
+
+/// A subscriber with a layer for `registry` as this thread's default, or none.
+fn maybe_layer(
+    with_layer: bool,
+    registry: &Arc<ToolHealthRegistry>,
+) -> Option<tracing::dispatcher::DefaultGuard> {
+    with_layer.then(|| {
+        tracing::dispatcher::set_default(&subscriber(ToolHealthLayer::new(registry.clone())))
+    })
+}
+
+fn is_tool_error(r: &Result<CallToolResult, ServiceError>) -> bool {
+    matches!(r, Ok(r) if r.is_error == Some(true) && !is_refusal(r))
+}
+
+#[tokio::test]
+async fn failing_and_is_error_tools_trip_caller_errors_never_do() {
+    for with_layer in [true, false] {
+        let (_clock, registry) = registry(3);
+        let _guard = maybe_layer(with_layer, &registry);
+        let server = Demo::new();
+        let (task, running) = mcp_demo::in_process(server.clone()).await.expect("serve");
+        let client = ToolHealthClient::new(running.peer().clone(), registry.clone());
+
+        let ok = client.call_tool(params("ok")).await;
+        assert!(matches!(&ok, Ok(r) if r.is_error == Some(false)), "{ok:?}");
+        assert_eq!(calls(&registry, "ok"), (1, 0, 0, 0), "layer: {with_layer}");
+
+        // isError: true answers (a tool failure the server reports normally).
+        for _ in 0..3 {
+            assert!(is_tool_error(&client.call_tool(params("fail")).await));
+        }
+        assert_eq!(registry.breaker_state("fail"), BreakerState::Open);
+        let refused = client.call_tool(params("fail")).await.expect("soft");
+        assert!(is_refusal(&refused));
+        assert_eq!(
+            server.calls("fail"),
+            3,
+            "a refused call never reaches the server"
+        );
+        assert_eq!(
+            calls(&registry, "fail"),
+            (0, 3, 0, 1),
+            "layer: {with_layer}"
+        );
+
+        // JSON-RPC errors (-32603).
+        for _ in 0..3 {
+            let r = client.call_tool(params("err")).await;
+            assert!(
+                matches!(&r, Err(ServiceError::McpError(e)) if e.code.0 == -32603),
+                "{r:?}"
+            );
+        }
+        assert_eq!(calls(&registry, "err"), (0, 3, 0, 0), "layer: {with_layer}");
+        assert_eq!(registry.breaker_state("err"), BreakerState::Open);
+
+        // An unknown tool is the model's mistake: rmcp answers -32602.
+        for _ in 0..5 {
+            let r = client.call_tool(params("nope")).await;
+            assert!(
+                matches!(&r, Err(ServiceError::McpError(e)) if e.code.0 == -32602),
+                "{r:?}"
+            );
+        }
+        assert_eq!(
+            calls(&registry, "nope"),
+            (0, 0, 5, 0),
+            "layer: {with_layer}"
+        );
+        assert_eq!(registry.breaker_state("nope"), BreakerState::Closed);
+
+        // Known blind spot: rmcp answers bad arguments with isError: true (as the MCP
+        // specification asks, so the model can correct itself): a failure like any other.
+        let good = client
+            .call_tool(with_args("add", serde_json::json!({"a": 1, "b": 2})))
+            .await;
+        assert!(
+            matches!(&good, Ok(r) if r.is_error == Some(false)),
+            "{good:?}"
+        );
+        let bad = client
+            .call_tool(with_args("add", serde_json::json!({"a": "one", "b": 2})))
+            .await;
+        assert!(is_tool_error(&bad), "{bad:?}");
+        assert_eq!(calls(&registry, "add"), (1, 1, 0, 0), "layer: {with_layer}");
+
+        // The server process is gone: a dead server is the tool's failure.
+        task.abort();
+        let _ = task.await;
+        for _ in 0..3 {
+            let r = client.call_tool(params("ok")).await;
+            assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
+        }
+        assert_eq!(calls(&registry, "ok"), (1, 3, 0, 0), "layer: {with_layer}");
+        assert_eq!(registry.breaker_state("ok"), BreakerState::Open);
+        let _ = running.cancel().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_never_answers_times_out_and_a_dropped_call_gives_its_probe_back() {
+    // Paused tokio time: the runtime jumps to the next timer whenever every task waits, so a
+    // 10 s timeout takes no real time. The breaker runs on the registry's manual clock.
+    for with_layer in [true, false] {
+        let (clock, registry) = registry(2);
+        let _guard = maybe_layer(with_layer, &registry);
+        let server = Demo::new();
+        let (task, running) = mcp_demo::in_process(server.clone()).await.expect("serve");
+        let client = ToolHealthClient::new(running.peer().clone(), registry.clone())
+            .timeout(Duration::from_secs(10));
+        for _ in 0..2 {
+            let r = client.call_tool(params("hang")).await;
+            assert!(matches!(r, Err(ServiceError::Timeout { .. })), "{r:?}");
+        }
+        assert_eq!(
+            calls(&registry, "hang"),
+            (0, 2, 0, 0),
+            "layer: {with_layer}"
+        );
+        assert_eq!(registry.breaker_state("hang"), BreakerState::Open);
+
+        // After the cooldown the next call holds the probe; its caller gives up (an outer
+        // timeout drops the call): nothing is recorded and the probe comes back at once.
+        clock.advance(Duration::from_secs(30));
+        let dropped =
+            tokio::time::timeout(Duration::from_secs(1), client.call_tool(params("hang"))).await;
+        assert!(dropped.is_err(), "the outer timeout fired first");
+        assert_eq!(server.calls("hang"), 3);
+        assert_eq!(
+            calls(&registry, "hang"),
+            (0, 2, 0, 0),
+            "layer: {with_layer}"
+        );
+        assert!(
+            registry.is_tool_available("hang"),
+            "layer: {with_layer}: the probe was not given back"
+        );
+        task.abort();
+        let _ = running.cancel().await;
+    }
+}
+
+/// The demo server as a child process over stdio: the client, its pid, and its stderr.
+async fn spawn_server() -> (
+    RunningService<RoleClient, ()>,
+    u32,
+    tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+) {
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-demo-server"));
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the server");
+    let pid = transport.id().expect("pid");
+    let running = ().serve(transport).await.expect("handshake");
+    let stderr = BufReader::new(stderr.expect("piped stderr")).lines();
+    (running, pid, stderr)
+}
+
+#[tokio::test]
+async fn a_killed_server_trips_and_a_restarted_one_gets_one_probe() {
+    let (clock, registry) = registry(3);
+    let _guard = maybe_layer(true, &registry);
+    let (running, pid, mut stderr) = spawn_server().await;
+    let client = ToolHealthClient::new(running.peer().clone(), registry.clone()).server("demo");
+    let ok = client.call_tool(params("ok")).await;
+    assert!(matches!(&ok, Ok(r) if r.is_error == Some(false)), "{ok:?}");
+
+    // SIGKILL the server while a call is in flight.
+    let in_flight = tokio::spawn({
+        let client = client.clone();
+        async move { client.call_tool(params("hang")).await }
+    });
+    loop {
+        let line = stderr
+            .next_line()
+            .await
+            .expect("stderr")
+            .expect("server alive");
+        if line.contains("hang started") {
+            break;
+        }
+    }
+    let killed = std::process::Command::new("bash")
+        .args(["-c", &format!("kill -9 {pid}")])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let r = in_flight.await.expect("task");
+    assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
+    for _ in 0..2 {
+        let r = client.call_tool(params("ok")).await;
+        assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
+    }
+    assert_eq!(calls(&registry, "demo/hang"), (0, 1, 0, 0));
+    assert_eq!(calls(&registry, "demo/ok"), (1, 2, 0, 0));
+    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Closed);
+    let r = client.call_tool(params("hang")).await;
+    assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
+    let r = client.call_tool(params("ok")).await;
+    assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
+    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Open);
+
+    // Restarted: a new process, same breakers. Refused until the cooldown, then exactly one
+    // probe goes through (the call beside it is refused) and closes the breaker.
+    let (restarted, _pid, _stderr) = spawn_server().await;
+    let client = client.with_peer(restarted.peer().clone());
+    assert!(is_refusal(
+        &client.call_tool(params("ok")).await.expect("soft")
+    ));
+    clock.advance(Duration::from_secs(30));
+    let (a, b) = tokio::join!(
+        client.call_tool(params("ok")),
+        client.call_tool(params("ok"))
+    );
+    let (a, b) = (a.expect("probe"), b.expect("soft"));
+    assert_eq!(
+        a.is_error,
+        Some(false),
+        "the probe reached the restarted server"
+    );
+    assert!(is_refusal(&b), "only one probe");
+    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Closed);
+    assert_eq!(calls(&registry, "demo/ok"), (2, 3, 0, 2));
+    let ok = client.call_tool(params("ok")).await;
+    assert!(matches!(&ok, Ok(r) if r.is_error == Some(false)), "{ok:?}");
+    let _ = restarted.cancel().await;
+    let _ = running.cancel().await;
+}

@@ -290,7 +290,7 @@ impl Convention {
     /// recorded, `execute_tool`); the tool name is `gen_ai.tool.name`, else `otel.name` minus
     /// `tools/call `; the error type is `error.type` (`tool_error` for a result with
     /// `isError: true`, else the JSON-RPC code), then `rpc.response.status_code`. What
-    /// [`mcp::ToolHealthClient`](crate#mcp) writes.
+    /// feature `mcp`'s `ToolHealthClient` writes.
     pub fn mcp() -> Self {
         Self::new("mcp")
             .requires_field(semconv::MCP_METHOD_NAME)

@@ -34,44 +34,65 @@
 //!
 //! # Recognising tool spans
 //!
-//! By default a span is a tool span when it follows the OpenTelemetry GenAI convention for tool
-//! execution: `gen_ai.operation.name = "execute_tool"` and `gen_ai.tool.name = <tool>`. A span
-//! that declares `gen_ai.tool.name` and no operation field counts too; one whose operation is
-//! anything else (`chat`, `invoke_agent`) does not. The name may be given at creation or
+//! Each span shape the layer knows is a [`Convention`]: a small declarative description of how
+//! a framework's tool spans are matched (target crate, span name, declared fields), where the
+//! tool name comes from (a field, or a field such as `otel.name` minus a prefix), which field
+//! values rule a span out (`gen_ai.operation.name` other than `execute_tool`), which fields
+//! carry an error type or mean failure, and which field is the framework's own outcome. The
+//! first convention that matches a callsite decides how its spans are read.
+//!
+//! With no configuration ([`Convention::builtin`]): rig, langchain-rust, adk and swiftide, each
+//! matched on its crate's target (so they can claim nothing else), then the OpenTelemetry MCP
+//! client span (`mcp.method.name = "tools/call"`) and the OpenTelemetry GenAI convention
+//! (`gen_ai.operation.name = "execute_tool"` and `gen_ai.tool.name`; a span that declares
+//! `gen_ai.tool.name` and no operation field counts too; one whose operation is anything else,
+//! `chat` or `invoke_agent`, does not), from any source. The name may be given at creation or
 //! recorded later with [`Span::record`](tracing::Span::record) before the span closes; a span
 //! that closes with no name (or an empty one) is ignored. Record the name as a string (`name`
 //! or `%name`): `?name` records it with its `Debug` quotes.
 //!
-//! Other conventions plug in through [`ToolHealthLayer::builder`]: the field that carries the
-//! name ([`tool_name_field`](ToolHealthLayerBuilder::tool_name_field), e.g. `tool.name`) and a
-//! predicate over the span's metadata ([`span_filter`](ToolHealthLayerBuilder::span_filter)).
+//! Other conventions plug in through [`ToolHealthLayer::builder`]:
+//! [`convention`](ToolHealthLayerBuilder::convention) adds one (or replaces the one of its
+//! name), [`conventions`](ToolHealthLayerBuilder::conventions) replaces them all, and
+//! [`tool_name_field`](ToolHealthLayerBuilder::tool_name_field) (e.g. `tool.name`) and
+//! [`span_filter`](ToolHealthLayerBuilder::span_filter) customise the generic GenAI one.
 //!
-//! Whether a callsite can be a tool span is decided once per callsite and cached
-//! (`callsites.rs`: no lock, no guard), so other spans cost a cache probe when they open and,
-//! at close, one load while none of the layer's tool spans is open (one lookup in the
-//! subscriber's span store while some is). The layer never disables a callsite: other layers
-//! see every span and event exactly as without it.
+//! Whether a callsite can be a tool span, and by which convention, is decided once per callsite
+//! and cached (`callsites.rs`: no lock, no guard), so other spans cost a cache probe when they
+//! open and, at close, one load while none of the layer's tool spans is open (one lookup in the
+//! subscriber's span store while some is); entering a span costs one load while every tool span
+//! of the layer has been entered already. The layer never disables a callsite: other layers see
+//! every span and event exactly as without it.
 //!
 //! # Inferring the outcome
 //!
 //! While a tool span is open the layer gathers [`SpanFacts`]; at close an
 //! [`OutcomeClassifier`] turns them into an outcome. The [`DefaultClassifier`]:
 //!
-//! * **failure** when `error.type` is recorded non-empty; when `otel.status_code` is recorded as
-//!   `error` (any case); when an ERROR-level event's nearest tool span is this span — which
-//!   covers `#[instrument(err)]` and errors logged in child spans such as an HTTP client span
-//!   inside the tool — except events whose target starts with `opentelemetry` (the SDK's and
+//! * **failure** when an error type is recorded non-empty (`error.type`, or the convention's
+//!   own, such as rig's `gen_ai.tool.error.type`); when the framework's outcome field
+//!   (`gen_ai.tool.call.outcome`) says `error`; when a failure field of the convention is
+//!   recorded (langchain-rust's `error`); when `otel.status_code` is recorded as `error` (any
+//!   case); when an ERROR-level event's nearest tool span is this span — which covers
+//!   `#[instrument(err)]` and errors logged in child spans such as an HTTP client span inside
+//!   the tool — except events whose target starts with `opentelemetry` (the SDK's and
 //!   exporters' own diagnostics) or is this crate's; when an event with an `error` field is
 //!   emitted directly in the span, whatever its level (`#[instrument(err(level = "warn"))]`);
 //!   when the span is exited or closes while its thread is panicking (a panicking async task
 //!   included);
-//! * **ignored** (counted apart, never trips a breaker) when the failure's `error.type` is a
+//! * **ignored** (counted apart, never trips a breaker) when the failure's error type is a
 //!   caller error ([`caller_errors`](ToolHealthLayerBuilder::caller_errors), default
-//!   [`DEFAULT_CALLER_ERRORS`]): bad arguments from the model must not trip a healthy tool's
-//!   breaker. An ERROR event may carry the `error.type` too;
-//! * **success** otherwise.
+//!   [`DEFAULT_CALLER_ERRORS`]): the model's bad arguments or a tool that does not exist must
+//!   not trip a healthy tool's breaker. An ERROR event may carry the `error.type` too;
+//! * **nothing** when the framework's outcome is `denied` or `skipped` (no call was made): no
+//!   record, and a probe bound to the span is released at once;
+//! * **cancelled** ([`CallOutcome::Cancelled`], never fed to the breaker, a probe given back)
+//!   when the error type is `cancelled`, or in strict mode without a completion marker (below);
+//! * **success** otherwise, or when the framework's outcome says `success`.
 //!
-//! The duration is the registry clock at close minus at creation, so tests on a
+//! The duration runs from the span's first enter to its close on the registry clock (a span
+//! never entered: from its creation), so a framework that creates the spans of a batch up front
+//! and runs the calls one after another still gets each call's own latency, and tests on a
 //! [`ManualClock`](crate::ManualClock) are exact.
 //!
 //! **Strict mode** ([`strict`](ToolHealthLayerBuilder::strict)): a span that closes without a
@@ -94,6 +115,10 @@
 //! makes every success read as cancelled (see "Pitfalls"). The call helper
 //! ([`ToolHealthRegistry::call`](crate::ToolHealthRegistry::call)) settles its span's outcome
 //! itself and needs no marker.
+//!
+//! A convention whose spans mark nothing on success (langchain-rust, adk, swiftide:
+//! [`Convention::no_completion_marker`]) is always taken as completed; a recorded outcome
+//! field (rig's `gen_ai.tool.call.outcome`), error type or failure field marks completion too.
 //!
 //! # The span-aware gate
 //!
@@ -169,7 +194,8 @@
 //! |---|---|
 //! | `mod.rs` | this guide and the wiring: the `Layer` callbacks |
 //! | `builder.rs` | [`ToolHealthLayerBuilder`] |
-//! | `callsites.rs` | what each callsite can be, decided once and cached |
+//! | `conventions.rs` | [`Convention`]: each framework's span shape as data |
+//! | `callsites.rs` | what each callsite can be (and which convention), decided once and cached |
 //! | `visitor.rs` | reading field values of spans and events |
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
 //! | `classify.rs` | [`OutcomeClassifier`], [`DefaultClassifier`], [`SpanFacts`] |

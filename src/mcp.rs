@@ -180,13 +180,16 @@ impl ToolHealthClient {
             rpc.response.status_code = Empty,
             gen_ai.tool.call.outcome = Empty,
         );
-        let (tracked, decision) = {
+        // Recorded by a layer for this registry (the gate, called inside the span, binds to
+        // it), or by this call itself with a detached gate: never bound to another tool's span
+        // around it, even when a filter disabled this one.
+        let tracked = layer::tracks(&self.registry, &span);
+        let decision = {
             let _entered = span.enter();
-            // Recorded by a layer for this registry (the gate binds to the span), or by us.
-            if layer::tracks_current_span(&self.registry) {
-                (true, self.registry.check(&key))
+            if tracked {
+                self.registry.check(&key)
             } else {
-                (false, self.registry.check_detached(&key))
+                self.registry.check_detached(&key)
             }
         };
         let permit = match decision {

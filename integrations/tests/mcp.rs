@@ -258,3 +258,39 @@ async fn a_killed_server_trips_and_a_restarted_one_gets_one_probe() {
     let _ = restarted.cancel().await;
     let _ = running.cancel().await;
 }
+
+#[tokio::test]
+async fn a_filtered_out_mcp_span_inside_another_tool_span_is_still_recorded_once_under_its_name() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let (_clock, registry) = registry(3);
+    // A global filter drops the client's `tools/call` span; the agent's own tool span stays.
+    let dispatch = tracing::Dispatch::new(
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::filter::filter_fn(|meta| {
+                meta.name() != "tools/call"
+            }))
+            .with(ToolHealthLayer::new(registry.clone())),
+    );
+    let _guard = tracing::dispatcher::set_default(&dispatch);
+    let (task, running) = mcp_demo::in_process(Demo::new()).await.expect("serve");
+    let client = ToolHealthClient::new(running.peer().clone(), registry.clone());
+    let outer = tracing::info_span!(
+        "execute_tool research",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = "research",
+    );
+    {
+        use tracing::Instrument;
+        let r = client
+            .call_tool(params("ok"))
+            .instrument(outer.clone())
+            .await;
+        assert!(matches!(&r, Ok(r) if r.is_error == Some(false)), "{r:?}");
+    }
+    drop(outer);
+    // Recorded by the client itself, under its own name; the outer span keeps its own record.
+    assert_eq!(calls(&registry, "ok"), (1, 0, 0, 0));
+    assert_eq!(calls(&registry, "research"), (1, 0, 0, 0));
+    task.abort();
+    let _ = running.cancel().await;
+}

@@ -314,18 +314,17 @@ impl LayerCore {
     }
 }
 
-/// Whether a layer holds state for the current span, monomorphised for its subscriber.
-type TracksFn = fn(&Dispatch, &ToolHealthLayer) -> bool;
+/// Whether a layer holds state for a span, monomorphised for its subscriber.
+type TracksFn = fn(&Dispatch, &ToolHealthLayer, &Id) -> bool;
 
-fn tracks_with<S>(dispatch: &Dispatch, layer: &ToolHealthLayer) -> bool
+fn tracks_with<S>(dispatch: &Dispatch, layer: &ToolHealthLayer, id: &Id) -> bool
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let Some(subscriber) = dispatch.downcast_ref::<S>() else {
-        return false;
-    };
-    let current = dispatch.current_span();
-    let Some(span) = current.id().and_then(|id| subscriber.span(id)) else {
+    let Some(span) = dispatch
+        .downcast_ref::<S>()
+        .and_then(|subscriber| subscriber.span(id))
+    else {
         return false;
     };
     let extensions = span.extensions();
@@ -335,10 +334,13 @@ where
 }
 
 /// Whether the current default subscriber has a `ToolHealthLayer` feeding `registry` (the same
-/// `Arc`) that will record the current span: then code that opens a tool span leaves the
-/// recording to the layer, and binds its gate decision to the span.
+/// `Arc`) that will record `span`: then code that opens a tool span leaves the recording to the
+/// layer, and binds its gate decision to the span. False for a disabled span.
 #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-pub(crate) fn tracks_current_span(registry: &Arc<ToolHealthRegistry>) -> bool {
+pub(crate) fn tracks(registry: &Arc<ToolHealthRegistry>, span: &tracing::Span) -> bool {
+    let Some(id) = span.id() else {
+        return false;
+    };
     tracing::dispatcher::get_default(|dispatch| {
         let Some(layer) = dispatch.downcast_ref::<ToolHealthLayer>() else {
             return false;
@@ -346,7 +348,7 @@ pub(crate) fn tracks_current_span(registry: &Arc<ToolHealthRegistry>) -> bool {
         Arc::ptr_eq(&layer.core.registry, registry)
             && layer
                 .tracks_fn
-                .is_some_and(|tracks| tracks(dispatch, layer))
+                .is_some_and(|tracks| tracks(dispatch, layer, &id))
     })
 }
 

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 fail() { echo "check_deps: FAIL: $*" >&2; exit 1; }
 
 tree() { # features...
-  cargo tree --quiet --edges normal,build --prefix none --no-default-features "$@" |
+  cargo tree --quiet -p tool-health --edges normal,build --prefix none --no-default-features "$@" |
     sed -E 's/ \(\*\)$//; s/ \(proc-macro\)$//' | awk '{print $1}' | sort -u
 }
 
@@ -25,7 +25,7 @@ check() { # name, features..., then forbidden crates after --
   crates=$(tree "${features[@]}")
   for bad in aws-lc-sys aws-lc-rs ring openssl-sys cmake "$@"; do
     if grep -qx "$bad" <<<"$crates"; then
-      fail "$name pulls $bad: $(cargo tree --quiet --no-default-features "${features[@]}" -i "$bad" 2>/dev/null | head -5 | tr '\n' ' ')"
+      fail "$name pulls $bad: $(cargo tree --quiet -p tool-health --no-default-features "${features[@]}" -i "$bad" 2>/dev/null | head -5 | tr '\n' ' ')"
     fi
   done
   echo "check_deps: $name: $(wc -l <<<"$crates") crates, none of aws-lc-sys ring openssl-sys cmake $*"
@@ -36,3 +36,4 @@ check "otlp-http" --features otlp-http -- tonic
 check "otlp-grpc" --features otlp-grpc -- reqwest rustls
 check "otlp-http + otlp-grpc" --features otlp-http,otlp-grpc --
 check "tokio" --features tokio -- tonic reqwest opentelemetry_sdk
+check "mcp" --features mcp -- tonic reqwest opentelemetry_sdk

@@ -23,8 +23,8 @@
 //! 4. **records** the outcome: a dead server (process exited, connection closed, timeout), a
 //!    JSON-RPC error and an `isError` result are failures of the tool; JSON-RPC `-32602`
 //!    (invalid params; rmcp also answers it for an unknown tool) and `-32601` are the caller's
-//!    (ignored, never trip); a call dropped before it settled, or `ServiceError::Cancelled`,
-//!    records nothing and gives a probe back.
+//!    (ignored, never trip); a call dropped before it settled, or `ServiceError::Cancelled`, is
+//!    a cancellation (`cancelled_count`, never fed to the breaker) and gives a probe back.
 //!
 //! With a [`ToolHealthLayer`](crate::ToolHealthLayer) for the same registry in the current
 //! subscriber, the layer records the span (its MCP convention reads exactly these fields) and
@@ -71,7 +71,7 @@ use rmcp::service::{Peer, RoleClient, ServiceError};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use crate::call::{CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
+use crate::call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
 use crate::layer::{self, DefaultClassifier, OutcomeClassifier, SpanFacts};
 use crate::registry::ToolHealthRegistry;
 use crate::semconv;
@@ -295,9 +295,18 @@ impl Call<'_> {
         facts.completed = true;
         match DefaultClassifier::new().classify(&facts) {
             Some(outcome) => {
-                let mut report = CallReport::new(outcome, duration).permit(self.permit);
+                // A cancelled call makes no verdict: counted without the permit, and a probe
+                // given back exactly (as the layer does).
+                let cancelled = outcome == CallOutcome::Cancelled;
+                let mut report = CallReport::new(outcome, duration);
+                if !cancelled {
+                    report = report.permit(self.permit);
+                }
                 report.error_type = error_type;
                 let _ = self.registry.record_report(self.key, &report);
+                if cancelled && self.permit.is_probe() {
+                    let _ = self.registry.release(self.key, self.permit);
+                }
             }
             None => {
                 if self.permit.is_probe() {

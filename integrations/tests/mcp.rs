@@ -151,7 +151,7 @@ async fn a_server_that_never_answers_times_out_and_a_dropped_call_gives_its_prob
         assert_eq!(registry.breaker_state("hang"), BreakerState::Open);
 
         // After the cooldown the next call holds the probe; its caller gives up (an outer
-        // timeout drops the call): nothing is recorded and the probe comes back at once.
+        // timeout drops the call): a cancellation, no verdict, and the probe comes back at once.
         clock.advance(Duration::from_secs(30));
         let dropped =
             tokio::time::timeout(Duration::from_secs(1), client.call_tool(params("hang"))).await;
@@ -161,6 +161,11 @@ async fn a_server_that_never_answers_times_out_and_a_dropped_call_gives_its_prob
             calls(&registry, "hang"),
             (0, 2, 0, 0),
             "layer: {with_layer}"
+        );
+        let cancelled = registry.snapshot("hang").expect("tracked").cancelled_count;
+        assert_eq!(
+            cancelled, 1,
+            "layer: {with_layer}: the dropped call is a cancellation"
         );
         assert!(
             registry.is_tool_available("hang"),

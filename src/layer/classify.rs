@@ -307,7 +307,10 @@ mod tests {
             outcome("error", Some("not_found")),
             Some(CallOutcome::Ignored)
         );
-        assert_eq!(outcome("error", Some("cancelled")), Some(CallOutcome::Cancelled));
+        assert_eq!(
+            outcome("error", Some("cancelled")),
+            Some(CallOutcome::Cancelled)
+        );
         assert_eq!(outcome("denied", None), None);
         assert_eq!(outcome("skipped", None), None);
         // An unknown verdict is a completion marker; the other signals decide.

@@ -63,9 +63,13 @@ fn rig_outcomes_with_no_configuration() {
         assert_eq!(calls(&registry, "add"), (1, 0, 5, 0), "{stack:?}");
         assert_eq!(registry.breaker_state("add"), BreakerState::Closed);
         assert_eq!(calls(&registry, "lookup"), (0, 0, 1, 0), "{stack:?}");
-        for nothing in ["danger", "picky", "slowpoke"] {
+        for nothing in ["danger", "picky"] {
             assert_eq!(registry.snapshot(nothing), None, "{stack:?} {nothing}");
         }
+        // rig's `cancelled` error type: the call started and was given up.
+        let slowpoke = registry.snapshot("slowpoke").expect("counted");
+        assert_eq!(slowpoke.cancelled_count, 1, "{stack:?}");
+        assert_eq!(calls(&registry, "slowpoke"), (0, 0, 0, 0), "{stack:?}");
         assert_eq!(calls(&registry, "fail"), (0, 3, 0, 0), "{stack:?}");
         assert_eq!(
             registry.breaker_state("fail"),

@@ -472,6 +472,15 @@ impl ErrorClass {
         }
     }
 
+    /// The call was given up before the tool answered (e.g. the peer cancelled the request):
+    /// [`CallOutcome::Cancelled`], never fed to the breaker; a probe goes back.
+    pub fn cancelled() -> Self {
+        Self {
+            outcome: CallOutcome::Cancelled,
+            error_type: Cow::Borrowed(semconv::CANCELLED),
+        }
+    }
+
     /// An error that says the tool works (e.g. "no results"): recorded as a success.
     pub fn success() -> Self {
         Self {

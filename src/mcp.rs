@@ -17,7 +17,7 @@
 //!    key, and on failure `error.type` — the JSON-RPC error code, `tool_error` when the result
 //!    has `isError: true`, `timeout`, `transport_closed`, `transport_send`,
 //!    `unexpected_response`, `cancelled` or `_OTHER` — and `rpc.response.status_code` (the
-//!    JSON-RPC code), plus `gen_ai.tool.call.outcome` = `success` / `error`;
+//!    JSON-RPC code);
 //! 3. applies a **timeout** ([`DEFAULT_TIMEOUT`] unless set): a hung call ends as
 //!    `ServiceError::Timeout` and rmcp tells the server the request was abandoned;
 //! 4. **records** the outcome: a dead server (process exited, connection closed, timeout), a
@@ -26,10 +26,12 @@
 //!    (ignored, never trip); a call dropped before it settled, or `ServiceError::Cancelled`, is
 //!    a cancellation (`cancelled_count`, never fed to the breaker) and gives a probe back.
 //!
-//! With a [`ToolHealthLayer`](crate::ToolHealthLayer) for the same registry in the current
-//! subscriber, the layer records the span (its MCP convention reads exactly these fields) and
-//! the gate decision is bound to it, so the span shows `tool_health.gate.decision`; without
-//! one, the client records through the registry itself. Either way each call is recorded once.
+//! Under the hood each call is one [`ToolHealthRegistry::call`] (the call helper) in that span:
+//! with a [`ToolHealthLayer`](crate::ToolHealthLayer) for the same registry in the current
+//! subscriber, the layer records the span (its MCP convention recognises it; the helper hands
+//! over the exact outcome) and the gate decision is bound to it; without one, or when a filter
+//! disabled the span, the helper records through the registry itself. Either way each call is
+//! recorded once.
 //!
 //! ```no_run
 //! # async fn run(running: rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Result<(), rmcp::ServiceError> {
@@ -69,10 +71,11 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient, ServiceError};
 use tracing::field::Empty;
-use tracing::{Instrument, Span};
+use tracing::Span;
 
-use crate::call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
-use crate::layer::{self, DefaultClassifier, OutcomeClassifier, SpanFacts};
+use crate::call::REFUSAL_MESSAGE;
+use crate::call_helper::{CallError, ErrorClass};
+use crate::layer::{DefaultClassifier, CANCELLED_ERROR_TYPE};
 use crate::registry::ToolHealthRegistry;
 use crate::semconv;
 
@@ -178,44 +181,71 @@ impl ToolHealthClient {
             gen_ai.tool.name = %key,
             error.type = Empty,
             rpc.response.status_code = Empty,
-            gen_ai.tool.call.outcome = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            tool_health.gate.decision = Empty,
         );
-        // Recorded by a layer for this registry (the gate, called inside the span, binds to
-        // it), or by this call itself with a detached gate: never bound to another tool's span
-        // around it, even when a filter disabled this one.
-        let tracked = layer::tracks(&self.registry, &span);
-        let decision = {
-            let _entered = span.enter();
-            if tracked {
-                self.registry.check(&key)
-            } else {
-                self.registry.check_detached(&key)
+        // The call helper gates inside the span, applies the timeout, records exactly once
+        // (through a layer that reads this span with its MCP convention, or itself) and treats
+        // a dropped call as cancelled.
+        let peer = &self.peer;
+        let answer = async {
+            match peer.call_tool(params).await {
+                Ok(result) if result.is_error == Some(true) => Err(Answer::IsError(result)),
+                Ok(result) => Ok(result),
+                Err(error) => {
+                    if let ServiceError::McpError(e) = &error {
+                        Span::current().record(
+                            "rpc.response.status_code",
+                            tracing::field::display(e.code.0),
+                        );
+                    }
+                    Err(Answer::Service(error))
+                }
             }
         };
-        let permit = match decision {
-            GateDecision::Allowed(permit) | GateDecision::Probe(permit) => permit,
-            GateDecision::Refused { .. } => return Ok(refusal()),
-        };
-        let mut call = Call {
-            span: span.clone(),
-            registry: &self.registry,
-            key: &key,
-            permit,
-            tracked,
-            start: self.registry.now(),
-            settled: false,
-        };
-        let answer = tokio::time::timeout(self.timeout, self.peer.call_tool(params))
-            .instrument(span)
+        let caller_errors = DefaultClassifier::new();
+        let result = self
+            .registry
+            .call(&key)
+            .span(span)
+            .timeout(self.timeout)
+            .classify(move |answer: &Answer| classify(&caller_errors, answer))
+            .run(answer)
             .await;
-        let result = match answer {
-            Ok(result) => result,
-            Err(_) => Err(ServiceError::Timeout {
-                timeout: self.timeout,
-            }),
-        };
-        call.settle(&result);
-        result
+        match result {
+            Ok(result) => Ok(result),
+            Err(CallError::Refused { .. }) => Ok(refusal()),
+            Err(CallError::TimedOut { after, .. }) => Err(ServiceError::Timeout { timeout: after }),
+            Err(CallError::Tool(Answer::IsError(result))) => Ok(result),
+            Err(CallError::Tool(Answer::Service(error))) => Err(error),
+        }
+    }
+}
+
+/// What came back, for the call helper: an error answer, or rmcp's error.
+enum Answer {
+    /// A result with `isError: true`.
+    IsError(CallToolResult),
+    Service(ServiceError),
+}
+
+/// How an answer counts: `tool_error` and every transport error are the tool's; the caller
+/// errors of the default classifier (`-32602`, `-32601`) are the model's; `cancelled` is no
+/// verdict.
+fn classify(caller_errors: &DefaultClassifier, answer: &Answer) -> ErrorClass {
+    match answer {
+        Answer::IsError(_) => ErrorClass::failure(TOOL_ERROR),
+        Answer::Service(e) => {
+            let error_type = error_type(e);
+            if error_type == CANCELLED_ERROR_TYPE {
+                ErrorClass::cancelled()
+            } else if caller_errors.is_caller_error(&error_type) {
+                ErrorClass::caller_error(error_type)
+            } else {
+                ErrorClass::failure(error_type)
+            }
+        }
     }
 }
 
@@ -242,86 +272,7 @@ fn error_type(error: &ServiceError) -> Cow<'static, str> {
         ServiceError::TransportClosed => Cow::Borrowed("transport_closed"),
         ServiceError::TransportSend(_) => Cow::Borrowed("transport_send"),
         ServiceError::UnexpectedResponse => Cow::Borrowed("unexpected_response"),
-        ServiceError::Cancelled { .. } => Cow::Borrowed(layer::CANCELLED_ERROR_TYPE),
+        ServiceError::Cancelled { .. } => Cow::Borrowed(CANCELLED_ERROR_TYPE),
         _ => Cow::Borrowed(semconv::OTHER),
-    }
-}
-
-/// One admitted call: settled with its result, or given up when dropped before it settled.
-struct Call<'a> {
-    span: Span,
-    registry: &'a Arc<ToolHealthRegistry>,
-    key: &'a str,
-    permit: Permit,
-    /// A layer records the span; otherwise this call records itself.
-    tracked: bool,
-    start: Duration,
-    settled: bool,
-}
-
-impl Call<'_> {
-    fn settle(&mut self, result: &Result<CallToolResult, ServiceError>) {
-        self.settled = true;
-        let (error_type, status_code) = match result {
-            Ok(r) if r.is_error == Some(true) => (Some(Cow::Borrowed(TOOL_ERROR)), None),
-            Ok(_) => (None, None),
-            Err(e @ ServiceError::McpError(d)) => (Some(error_type(e)), Some(d.code.0)),
-            Err(e) => (Some(error_type(e)), None),
-        };
-        self.finish(error_type.as_deref(), status_code);
-    }
-
-    fn finish(&self, error_type: Option<&str>, status_code: Option<i32>) {
-        if let Some(code) = status_code {
-            self.span
-                .record("rpc.response.status_code", tracing::field::display(code));
-        }
-        if let Some(t) = error_type {
-            self.span.record("error.type", t);
-        }
-        let outcome = if error_type.is_some() {
-            "error"
-        } else {
-            "success"
-        };
-        self.span.record("gen_ai.tool.call.outcome", outcome);
-        if self.tracked {
-            return; // the layer records the span when it closes
-        }
-        let duration = self.registry.now().saturating_sub(self.start);
-        let mut facts = SpanFacts::new(self.key);
-        facts.error_type = error_type;
-        facts.call_outcome = Some(outcome);
-        facts.completed = true;
-        match DefaultClassifier::new().classify(&facts) {
-            Some(outcome) => {
-                // A cancelled call makes no verdict: counted without the permit, and a probe
-                // given back exactly (as the layer does).
-                let cancelled = outcome == CallOutcome::Cancelled;
-                let mut report = CallReport::new(outcome, duration);
-                if !cancelled {
-                    report = report.permit(self.permit);
-                }
-                report.error_type = error_type;
-                let _ = self.registry.record_report(self.key, &report);
-                if cancelled && self.permit.is_probe() {
-                    let _ = self.registry.release(self.key, self.permit);
-                }
-            }
-            None => {
-                if self.permit.is_probe() {
-                    let _ = self.registry.release(self.key, self.permit);
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Call<'_> {
-    fn drop(&mut self) {
-        // Dropped before the answer (the caller gave up): no verdict on the tool.
-        if !self.settled {
-            self.finish(Some(layer::CANCELLED_ERROR_TYPE), None);
-        }
     }
 }

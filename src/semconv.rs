@@ -22,6 +22,8 @@ pub(crate) const TOOL_ERROR_TYPE: &str = "gen_ai.tool.error.type";
 /// `gen_ai.tool.call.outcome`: a framework's verdict on a tool call, `success`, `error`,
 /// `denied` or `skipped` (rig's; not in the GenAI registry).
 pub(crate) const TOOL_CALL_OUTCOME: &str = "gen_ai.tool.call.outcome";
+/// The error type of a call given up before it finished: a cancellation, no verdict.
+pub(crate) const CANCELLED: &str = "cancelled";
 /// `mcp.method.name`: the MCP method a span describes.
 pub(crate) const MCP_METHOD_NAME: &str = "mcp.method.name";
 /// The value of [`MCP_METHOD_NAME`] on a tool call.

@@ -244,7 +244,6 @@ impl ToolHealthLayerBuilder {
             }),
             bind_fn: None,
             span_fn: None,
-            tracks_fn: None,
             dispatch: OnceLock::new(),
         }
     }

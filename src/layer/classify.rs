@@ -31,7 +31,7 @@ pub const DEFAULT_CALLER_ERRORS: &[&str] = &[
 
 /// The error type of a call that was cancelled rather than failed: [`CallOutcome::Cancelled`],
 /// no verdict on the tool.
-pub const CANCELLED_ERROR_TYPE: &str = "cancelled";
+pub const CANCELLED_ERROR_TYPE: &str = crate::semconv::CANCELLED;
 
 /// What the layer saw on a tool span by the time it closed: the input of an
 /// [`OutcomeClassifier`].

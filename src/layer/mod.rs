@@ -314,44 +314,6 @@ impl LayerCore {
     }
 }
 
-/// Whether a layer holds state for a span, monomorphised for its subscriber.
-type TracksFn = fn(&Dispatch, &ToolHealthLayer, &Id) -> bool;
-
-fn tracks_with<S>(dispatch: &Dispatch, layer: &ToolHealthLayer, id: &Id) -> bool
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let Some(span) = dispatch
-        .downcast_ref::<S>()
-        .and_then(|subscriber| subscriber.span(id))
-    else {
-        return false;
-    };
-    let extensions = span.extensions();
-    extensions
-        .get::<ToolSpan>()
-        .is_some_and(|state| layer.core.owns(state))
-}
-
-/// Whether the current default subscriber has a `ToolHealthLayer` feeding `registry` (the same
-/// `Arc`) that will record `span`: then code that opens a tool span leaves the recording to the
-/// layer, and binds its gate decision to the span. False for a disabled span.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-pub(crate) fn tracks(registry: &Arc<ToolHealthRegistry>, span: &tracing::Span) -> bool {
-    let Some(id) = span.id() else {
-        return false;
-    };
-    tracing::dispatcher::get_default(|dispatch| {
-        let Some(layer) = dispatch.downcast_ref::<ToolHealthLayer>() else {
-            return false;
-        };
-        Arc::ptr_eq(&layer.core.registry, registry)
-            && layer
-                .tracks_fn
-                .is_some_and(|tracks| tracks(dispatch, layer, &id))
-    })
-}
-
 /// Feeds a [`ToolHealthRegistry`] from tool-call spans, and makes its gate span-aware.
 ///
 /// See the [module docs](self) for what is recognised, how outcomes are inferred, what is
@@ -377,8 +339,6 @@ pub struct ToolHealthLayer {
     pub(crate) bind_fn: Option<bind::BindFn>,
     /// Set in `on_layer`: the call helper's span walker (see `settle.rs`).
     pub(crate) span_fn: Option<settle::SpanFn>,
-    /// Set in `on_layer`: whether this layer holds state for the current span.
-    tracks_fn: Option<TracksFn>,
     /// Set in `on_register_dispatch`: where the OpenTelemetry span is reached at close.
     dispatch: OnceLock<WeakDispatch>,
 }
@@ -408,7 +368,6 @@ impl Clone for ToolHealthLayer {
             core: Arc::clone(&self.core),
             bind_fn: None,
             span_fn: None,
-            tracks_fn: None,
             dispatch: OnceLock::new(),
         }
     }
@@ -441,7 +400,6 @@ where
 
     fn on_layer(&mut self, _subscriber: &mut S) {
         self.bind_fn = Some(bind::bind_with::<S>);
-        self.tracks_fn = Some(tracks_with::<S>);
         hook::install_binder(bind::binder);
         self.span_fn = Some(settle::with_tool_span_in::<S>);
         hook::install_call_hooks(settle::HOOKS);

@@ -106,7 +106,8 @@ impl Permit {
         }
     }
 
-    /// A call the breaker refused in `generation` and shadow mode let through.
+    /// A call the breaker refused in `generation` and a control (shadow mode, force-closed) let
+    /// through.
     #[inline]
     pub(crate) const fn shadow_refused(generation: u32) -> Self {
         Self {
@@ -126,7 +127,10 @@ impl Permit {
         self.probe
     }
 
-    /// Whether the breaker would have refused this call and shadow mode let it through.
+    /// Whether the breaker would have refused this call and a control let it through: shadow
+    /// mode, or [force-closed](crate::ToolHealthRegistry::force_closed). Its result goes to the
+    /// stats only, never to the breaker, so the breaker moves exactly as it would if the
+    /// refusal had been enforced.
     pub fn is_shadow_refused(&self) -> bool {
         self.shadow_refused
     }
@@ -141,7 +145,9 @@ pub enum CallOutcome {
     /// The tool failed (an error, a timeout, a panic): counts toward the breaker.
     Failure,
     /// The call failed through the caller's fault (e.g. invalid arguments from the model): counted
-    /// apart, neither a success nor a failure of the tool, never trips its breaker.
+    /// apart, neither a success nor a failure of the tool, never trips its breaker. It makes no
+    /// verdict on the tool, so a probe it was made with is given back at once: the next gate
+    /// call may probe.
     Ignored,
     /// The gate refused the call: zero duration, not a failure.
     Refused,
@@ -202,8 +208,13 @@ pub struct CallReport<'a> {
     /// The call's `error.type`, for observers.
     pub error_type: Option<&'a str>,
     /// A retry hint from the tool (e.g. HTTP 429 with `Retry-After`): if this failure leaves the
-    /// breaker open, it stays open at least this long.
+    /// breaker open, it stays open at least this long. The hint is a floor: a later failure
+    /// without a hint (or with a shorter one) can extend the open period, never shorten it.
     pub retry_after: Option<Duration>,
+    /// The permit was the probe (set by [`CallReport::permit`]).
+    pub(crate) probe: bool,
+    /// The permit was for a call the breaker refused and a control let through.
+    pub(crate) unenforced: bool,
 }
 
 impl<'a> CallReport<'a> {
@@ -216,6 +227,8 @@ impl<'a> CallReport<'a> {
             generation: None,
             error_type: None,
             retry_after: None,
+            probe: false,
+            unenforced: false,
         }
     }
 
@@ -223,6 +236,8 @@ impl<'a> CallReport<'a> {
     #[inline(always)]
     pub fn permit(mut self, permit: Permit) -> Self {
         self.generation = Some(permit.generation);
+        self.probe = permit.probe;
+        self.unenforced = permit.shadow_refused;
         self
     }
 

@@ -4,15 +4,34 @@
 //!
 //! * **Forced open** (isolate): every call is refused, until released or until an instant. The
 //!   breaker underneath keeps its own state and keeps learning from any results that arrive.
-//! * **Forced closed** (breaker disabled): every call is allowed; results still feed the stats
-//!   and the breaker, so dashboards show what it *would* do.
-//! * **Shadow mode**: the breaker decides and publishes as usual, but a refusal is not
-//!   enforced — the call is allowed, and the would-be refusal is counted apart
-//!   (`shadow_refused_count`, metric `tool_health.calls{outcome=refused, enforced=false}`), so a
-//!   threshold can be rolled out safely. Shadow combines with the other modes; forced modes win.
+//!   While in force, the tool reads as open (state, status, metrics): the gate refuses it as an
+//!   open breaker would.
+//! * **Forced closed** (breaker disabled) and **shadow mode** (observe a policy without enforcing
+//!   it): the breaker decides every call exactly as under enforcement — its own machine runs,
+//!   the probe included — but its refusals are not enforced: the call is allowed, the would-be
+//!   refusal is counted apart (`shadow_refused_count`, metric
+//!   `tool_health.calls{outcome=refused, enforced=false}`), and the result of such a call goes
+//!   to the stats only, never to the breaker. So the breaker moves exactly as it would if the
+//!   refusals were enforced, and state and metrics show what it would do. Results carry that
+//!   through their permit ([`Permit::is_shadow_refused`](crate::Permit::is_shadow_refused));
+//!   recorded by name, a result that arrives while the breaker is open is taken for a
+//!   would-be-refused call's (a call admitted before the trip and finishing late cannot be told
+//!   apart by name: record through the permit for exactness). Shadow combines with the other
+//!   modes; forced modes win.
 //!
 //! One `AtomicU64` per tool holds the control: the gate pays one relaxed load when no control
 //! is set.
+//!
+//! # Orderings
+//!
+//! The gate reads the word `Relaxed`: a control is a setting, and a gate call racing its change
+//! may see either value. Changes are `SeqCst` read-modify-writes and the evictor reads the word
+//! `SeqCst` ([`Control::raw_for_eviction`]): setting a control on a tool is a record's work in
+//! the eviction handshake (work, then touch; see `ToolHealthRegistry::touch`), and a Dekker
+//! handshake needs both sides' write and read in the single total order of `SeqCst`
+//! operations. (On x86-64 every read-modify-write is a full barrier and a `SeqCst` load a plain
+//! load, so this costs nothing there; on weakly ordered hardware a `Relaxed` write could let a
+//! sweep evict a tool that was just forced, and the control would be lost with the entry.)
 //!
 //! ```
 //! use std::time::Duration;
@@ -31,7 +50,11 @@
 //! assert!(registry.is_shadow("search"));
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+#[cfg(all(test, tool_health_loom))]
+use loom::sync::atomic::AtomicU64;
+#[cfg(not(all(test, tool_health_loom)))]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
 
 use crate::ticks::Ticks;
@@ -41,6 +64,9 @@ const MODE_NORMAL: u64 = 0;
 const MODE_FORCED_OPEN: u64 = 1;
 const MODE_FORCED_CLOSED: u64 = 2;
 const SHADOW_BIT: u64 = 0b100;
+/// Set by the evictor on an entry it retired: a handle's gate then leaves the fast path and
+/// follows its tool to the live entry. Not a control: never cleared, kept by every change.
+const RETIRED_BIT: u64 = 0b1000;
 const UNTIL_SHIFT: u32 = 8;
 
 /// The manual mode of a tool.
@@ -59,10 +85,16 @@ pub enum ToolControl {
     ForcedClosed,
 }
 
-/// The control word: bits 0–1 mode, bit 2 shadow, bits 8–63 the forced-open end in ticks
-/// (all ones: until released).
-#[derive(Debug, Default)]
+/// The control word: bits 0–1 mode, bit 2 shadow, bit 3 retired (see `RETIRED_BIT`), bits
+/// 8–63 the forced-open end in ticks (all ones: until released).
+#[derive(Debug)]
 pub(crate) struct Control(AtomicU64);
+
+impl Default for Control {
+    fn default() -> Self {
+        Self(AtomicU64::new(0))
+    }
+}
 
 /// A decoded control word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +104,12 @@ pub(crate) struct ControlState {
 }
 
 impl ControlState {
+    /// Whether the breaker's refusals are not enforced (shadow mode or force-closed): the call
+    /// goes ahead, and its result goes to the stats only.
+    pub(crate) fn unenforced(&self) -> bool {
+        self.shadow || self.mode == ToolControl::ForcedClosed
+    }
+
     /// Until when the control refuses, seen at `now` (`None`: it does not refuse; a lapsed
     /// forced-open refuses no more; [`Ticks::NEVER`]: until released).
     pub(crate) fn forced_open_until(&self, now: Ticks) -> Option<Ticks> {
@@ -87,10 +125,20 @@ impl ControlState {
 }
 
 impl Control {
-    /// The raw word: 0 means "no control", the gate's fast check.
+    /// The raw word: 0 means "no control" (and not retired), the gate's fast check.
     #[inline]
     pub(crate) fn raw(&self) -> u64 {
         self.0.load(Relaxed)
+    }
+
+    /// The raw word as the evictor reads it, in the eviction handshake (see the module docs).
+    pub(crate) fn raw_for_eviction(&self) -> u64 {
+        self.0.load(SeqCst)
+    }
+
+    /// Marks the entry retired (the evictor, after it won the entry).
+    pub(crate) fn retire(&self) {
+        self.0.fetch_or(RETIRED_BIT, SeqCst);
     }
 
     pub(crate) fn decode(raw: u64) -> ControlState {
@@ -121,16 +169,16 @@ impl Control {
             ToolControl::ForcedOpen { .. } => MODE_FORCED_OPEN | (until.get() << UNTIL_SHIFT),
             ToolControl::ForcedClosed => MODE_FORCED_CLOSED,
         };
-        let _ = self
-            .0
-            .fetch_update(Relaxed, Relaxed, |w| Some((w & SHADOW_BIT) | bits));
+        let _ = self.0.fetch_update(SeqCst, SeqCst, |w| {
+            Some((w & (SHADOW_BIT | RETIRED_BIT)) | bits)
+        });
     }
 
     pub(crate) fn set_shadow(&self, on: bool) {
         if on {
-            self.0.fetch_or(SHADOW_BIT, Relaxed);
+            self.0.fetch_or(SHADOW_BIT, SeqCst);
         } else {
-            self.0.fetch_and(!SHADOW_BIT, Relaxed);
+            self.0.fetch_and(!SHADOW_BIT, SeqCst);
         }
     }
 }
@@ -165,7 +213,9 @@ mod tests {
         c.set_mode(ToolControl::Normal, Ticks::ZERO);
         c.set_shadow(false);
         assert_eq!(c.raw(), 0);
+        c.retire();
         c.set_mode(ToolControl::ForcedOpen { until: None }, Ticks::NEVER);
+        assert_ne!(c.raw() & RETIRED_BIT, 0, "a change keeps the retired bit");
         assert_eq!(
             c.state().forced_open_until(Ticks::new(u64::MAX - 1)),
             Some(Ticks::NEVER)

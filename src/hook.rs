@@ -2,8 +2,10 @@
 //!
 //! The registry sits below the tracing layer and never names it. Instead, the way `tracing`
 //! itself dispatches, the layer installs a function here when it is attached to a subscriber
-//! ([`install_binder`]), and the gate calls [`bind`] after every decision. Until a layer is
-//! attached anywhere in the process, [`bind`] is one load.
+//! ([`install_binder`]), and the gate runs its decision through [`gate`]: the binder finds the
+//! tool span the call belongs to, answers the call's own probe if it already holds it, or lets
+//! the registry decide and binds the decision. Until a layer is attached anywhere in the
+//! process, the gate's whole cost here is one load ([`installed`]).
 //!
 //! The call helper (`call_helper.rs`) reaches the layer the same way, through [`CallHooks`]:
 //! it asks whether its span is a tool span the layer feeds this registry from ([`joins`]), and
@@ -24,12 +26,15 @@ use tracing::{Dispatch, Span};
 
 use crate::call::{CallOutcome, GateDecision};
 
-/// Binds a gate decision to the current tool span: the registry's address (to check that the
-/// layer feeds this very registry), the requested tool name and the decision.
-pub(crate) type Binder = fn(registry: usize, tool: &str, decision: &GateDecision);
+/// Runs a gate decision bound to the current tool span: the registry's address (to find a
+/// layer feeding this very registry), the requested tool name, and `decide`, the registry's
+/// own gate, which the binder calls at most once (not at all when the call already holds the
+/// tool's probe).
+pub(crate) type Binder =
+    fn(registry: usize, tool: &str, decide: &mut dyn FnMut() -> GateDecision) -> GateDecision;
 
 /// The binder of the first layer attached in the process; never replaced (every layer installs
-/// the same function: it finds the right layer through the current dispatcher).
+/// the same function: it finds the right layer through the thread's entered tool spans).
 static BINDER: OnceLock<Binder> = OnceLock::new();
 
 /// Set once a binder is installed; never cleared. The gate's whole cost while no layer is
@@ -47,22 +52,26 @@ pub(crate) fn install_binder(binder: Binder) {
     INSTALLED.store(true, Ordering::Relaxed);
 }
 
-/// Called by the gate after every decision: binds it to the current tool span, if a layer is
-/// attached. `registry` is the deciding registry's address.
+/// Whether a layer was ever attached in this process: if not, the gate decides unbound.
 #[inline(always)]
-pub(crate) fn bind(registry: usize, tool: &str, decision: &GateDecision) {
-    if INSTALLED.load(Ordering::Relaxed) {
-        bind_installed(registry, tool, decision);
-    }
+pub(crate) fn installed() -> bool {
+    INSTALLED.load(Ordering::Relaxed)
 }
 
-#[inline(never)]
-fn bind_installed(registry: usize, tool: &str, decision: &GateDecision) {
-    if let Some(binder) = BINDER.get() {
-        binder(registry, tool, decision);
-    }
+/// The gate through the binder (when [`installed`]): `registry` is the deciding registry's
+/// address, `decide` its detached gate.
+pub(crate) fn gate(
+    registry: usize,
+    tool: &str,
+    decide: &mut dyn FnMut() -> GateDecision,
+) -> GateDecision {
+    let decision = match BINDER.get() {
+        Some(binder) => binder(registry, tool, decide),
+        None => decide(),
+    };
     // Outside the binder's `get_default`: an event emitted in there would go nowhere.
     warn_if_tool_spans_filtered();
+    decision
 }
 
 /// Set once the filter warning was given.

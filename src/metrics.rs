@@ -31,8 +31,10 @@
 //! * **The duration histogram is synchronous**: `publish_metrics` adds a
 //!   [`HealthObserver`] to the registry, and every finished call is
 //!   recorded once. The tool name attribute is built once per tool (an `Arc<str>` cached in a
-//!   lock-free map bounded by the registry's cap) and borrowed afterwards, so a successful call
-//!   allocates nothing here; a failed call allocates its `error.type` value.
+//!   lock-free map) and borrowed afterwards, so a successful call allocates nothing here; a
+//!   failed call allocates its `error.type` value. The cache holds the tracked tools only: an
+//!   evicted tool's name leaves it ([`HealthObserver::on_evict`]), and a collection drops any
+//!   straggler, so it stays bounded by the live tools however the tool set churns.
 //! * **Without `publish_metrics` nothing is paid**: the registry has no observer and its hot
 //!   path does one relaxed load to find that out.
 //! * **A collection costs what the SDK charges per series**: twelve series per tracked tool,
@@ -57,6 +59,15 @@
 //! * Every tracked tool reports every series (zeros included: all three states, outcomes and
 //!   the four state-machine edges), so series never appear mid-run and rate queries see their
 //!   first increase.
+//! * **Counters never go down.** Between two collections that both report a tool, each of its
+//!   `tool_health.calls` and `tool_health.breaker.transitions` series is at least what it was
+//!   (a decrease is a negative delta: the SDK's delta temporality would overflow on it).
+//!   [`ToolHealthRegistry::reset`] zeroes what snapshots read, not what is exported; a tool
+//!   evicted and tracked again before the next collection continues its series from where the
+//!   evicted entry left them (its counts are carried over, by name, until that collection). A
+//!   tool evicted and absent from a collection has ended its series: the SDK forgets it, and
+//!   if it comes back later its series start again from zero (a new series for a delta
+//!   reader; for a cumulative one, a counter reset after a gap, which backends handle).
 //!
 //! # Overflow
 //!
@@ -70,16 +81,17 @@
 //! series reported, `tool_health.breaker.transitions` has four per tool, so more than about 500
 //! tracked tools need a higher limit (an SDK view) or a lower registry cap.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::slice;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use opentelemetry::metrics::{AsyncInstrument, Histogram, Meter};
 use opentelemetry::{Key, KeyValue, Value};
 
 use crate::breaker::{BreakerState, Transition};
 use crate::call::CallOutcome;
-use crate::registry::{CallEvent, HealthObserver, ToolHealthRegistry};
+use crate::registry::{CallEvent, EvictedTool, HealthObserver, ToolHealthRegistry};
 use crate::semconv::{
     ENFORCED, ERROR_TYPE, METRIC_OVERFLOW as OVERFLOW, OTHER as OTHER_ERROR, OUTCOME, TOOL_NAME,
     TRANSITION_FROM as FROM, TRANSITION_TO as TO,
@@ -111,6 +123,8 @@ const CALL_OUTCOMES: [CallOutcome; 4] = [
 /// call on the same meter registers the callbacks again and the SDK reports the sum.
 pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
     let names = Arc::new(ToolNames::default());
+    let calls = Arc::new(Monotone::<5>::default());
+    let transitions = Arc::new(Monotone::<4>::default());
 
     meter
         .f64_observable_gauge(SCORE)
@@ -148,41 +162,60 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
             "Tool calls by outcome: success, failure, refused (by the breaker), cancelled \
              (started, never finished)",
         )
-        .with_callback(observe(registry, &names, |reg, names, obs| {
-            reg.for_each_tool(|tool, view| {
-                names.with(tool, |name| {
-                    for outcome in CALL_OUTCOMES {
-                        let count = match outcome {
-                            CallOutcome::Success => view.stats.success,
-                            CallOutcome::Failure => view.stats.failure,
-                            CallOutcome::Cancelled => view.stats.cancelled,
-                            _ => view.stats.refused,
-                        };
-                        obs.observe(count, &[name.clone(), outcome_attr(outcome)]);
-                    }
-                    // Shadow mode: refusals decided but not enforced, a series of their own
-                    // (only once there are any, so tools never shadowed add no series).
-                    if view.stats.shadow_refused > 0 {
-                        obs.observe(
-                            view.stats.shadow_refused,
-                            &[
-                                name.clone(),
-                                outcome_attr(CallOutcome::Refused),
-                                KeyValue::new(ENFORCED, false),
-                            ],
-                        );
-                    }
+        .with_callback(observe(registry, &names, {
+            let calls = Arc::clone(&calls);
+            move |reg, names, obs| {
+                calls.collect(|series| {
+                    reg.for_each_tool(|tool, view| {
+                        let raw = &view.raw;
+                        let [success, failure, refused, cancelled, shadow_refused] = series
+                            .observe(
+                                tool,
+                                [
+                                    raw.success,
+                                    raw.failure,
+                                    raw.refused,
+                                    raw.cancelled,
+                                    raw.shadow_refused,
+                                ],
+                            );
+                        names.with(tool, |name| {
+                            for outcome in CALL_OUTCOMES {
+                                let count = match outcome {
+                                    CallOutcome::Success => success,
+                                    CallOutcome::Failure => failure,
+                                    CallOutcome::Cancelled => cancelled,
+                                    _ => refused,
+                                };
+                                obs.observe(count, &[name.clone(), outcome_attr(outcome)]);
+                            }
+                            // Refusals decided but not enforced (shadow mode, force-closed), a
+                            // series of their own (only once there are any, so tools never
+                            // shadowed add no series).
+                            if shadow_refused > 0 {
+                                obs.observe(
+                                    shadow_refused,
+                                    &[
+                                        name.clone(),
+                                        outcome_attr(CallOutcome::Refused),
+                                        KeyValue::new(ENFORCED, false),
+                                    ],
+                                );
+                            }
+                        });
+                    });
                 });
-            });
-            let overflow = reg.overflow();
-            if overflow.records > 0 {
-                for (outcome, count) in [
-                    (CallOutcome::Success, overflow.success_count),
-                    (CallOutcome::Failure, overflow.failure_count),
-                    (CallOutcome::Cancelled, overflow.cancelled_count),
-                ] {
-                    let [a, b] = overflow_attrs();
-                    obs.observe(count, &[a, b, outcome_attr(outcome)]);
+                names.prune(reg);
+                let overflow = reg.overflow();
+                if overflow.records > 0 {
+                    for (outcome, count) in [
+                        (CallOutcome::Success, overflow.success_count),
+                        (CallOutcome::Failure, overflow.failure_count),
+                        (CallOutcome::Cancelled, overflow.cancelled_count),
+                    ] {
+                        let [a, b] = overflow_attrs();
+                        obs.observe(count, &[a, b, outcome_attr(outcome)]);
+                    }
                 }
             }
         }))
@@ -192,19 +225,25 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .u64_observable_counter(TRANSITIONS)
         .with_unit("{transition}")
         .with_description("Circuit breaker state changes, by edge")
-        .with_callback(observe(registry, &names, |reg, names, obs| {
-            reg.for_each_tool(|tool, view| {
-                names.with(tool, |name| {
-                    for (count, (from, to)) in view.transitions.iter().zip(Transition::PAIRS) {
-                        let attrs = [
-                            name.clone(),
-                            KeyValue::new(FROM, from.as_str()),
-                            KeyValue::new(TO, to.as_str()),
-                        ];
-                        obs.observe(*count, &attrs);
-                    }
+        .with_callback(observe(registry, &names, {
+            let transitions = Arc::clone(&transitions);
+            move |reg, names, obs| {
+                transitions.collect(|series| {
+                    reg.for_each_tool(|tool, view| {
+                        let counts = series.observe(tool, view.transitions);
+                        names.with(tool, |name| {
+                            for (count, (from, to)) in counts.iter().zip(Transition::PAIRS) {
+                                let attrs = [
+                                    name.clone(),
+                                    KeyValue::new(FROM, from.as_str()),
+                                    KeyValue::new(TO, to.as_str()),
+                                ];
+                                obs.observe(*count, &attrs);
+                            }
+                        });
+                    });
                 });
-            });
+            }
         }))
         .build();
 
@@ -214,7 +253,12 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .with_description("Duration of tool executions")
         .with_boundaries(DURATION_BOUNDARIES.to_vec())
         .build();
-    registry.add_observer(Arc::new(DurationRecorder { histogram, names }));
+    registry.add_observer(Arc::new(DurationRecorder {
+        histogram,
+        names,
+        calls,
+        transitions,
+    }));
 }
 
 /// Wraps a collection callback: upgrade the weak registry (observe nothing once it is gone),
@@ -247,8 +291,10 @@ fn overflow_attrs() -> [KeyValue; 2] {
 /// The `gen_ai.tool.name` attribute of each tracked tool, built once.
 ///
 /// Only tracked tools are inserted (the registry's callers and observers hand us names of
-/// tracked tools only; overflow uses a static name), and tracked tools are never removed, so
-/// the map is bounded by the registry's cap. Lock-free: a lookup pins an epoch, no lock.
+/// tracked tools only; overflow uses a static name). An evicted tool's name is removed
+/// ([`HealthObserver::on_evict`]); a name inserted by a call racing its tool's eviction is
+/// dropped by the next collection ([`ToolNames::prune`]). So the map is bounded by the live
+/// tools. Lock-free: a lookup pins an epoch, no lock.
 #[derive(Default)]
 struct ToolNames {
     map: papaya::HashMap<Box<str>, KeyValue, foldhash::fast::RandomState>,
@@ -276,16 +322,132 @@ impl ToolNames {
         );
         f(map.get_or_insert(tool.into(), kv))
     }
+
+    fn remove(&self, tool: &str) {
+        self.map.pin().remove(tool);
+    }
+
+    /// Drops names of tools no longer tracked, when there are more names than tracked tools
+    /// (a collection's safety net; in the steady state one comparison).
+    fn prune(&self, registry: &ToolHealthRegistry) {
+        if self.map.len() > registry.tracked_tools() {
+            self.map.pin().retain(|tool, _| registry.is_tracked(tool));
+        }
+    }
 }
 
-/// The registry observer that records `gen_ai.execute_tool.duration`.
+/// Counter series kept monotonic per tool, for one observable counter with `N` series per
+/// tool (see "Counters never go down" in the module docs).
+///
+/// Per tool name: the values reported at the last collection and what evicted entries of
+/// that name had counted (carried into the successor). Only names reported at the last
+/// collection are kept — an absent name's series ended — so the map is bounded by the tools
+/// tracked at the last collection. A collection holds the lock for its whole pass, so an
+/// eviction's carry lands wholly before or wholly after it.
+struct Monotone<const N: usize> {
+    series: Mutex<MonotoneState<N>>,
+}
+
+struct MonotoneState<const N: usize> {
+    collection: u64,
+    by_tool: HashMap<Box<str>, Series<N>>,
+}
+
+struct Series<const N: usize> {
+    /// Reported at the last collection.
+    last: [u64; N],
+    /// Counted by evicted entries of this name since it was last reported.
+    carry: [u64; N],
+    /// The collection that last reported it.
+    collection: u64,
+}
+
+impl<const N: usize> Default for Monotone<N> {
+    fn default() -> Self {
+        Self {
+            series: Mutex::new(MonotoneState {
+                collection: 0,
+                by_tool: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl<const N: usize> fmt::Debug for Monotone<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Monotone")
+    }
+}
+
+impl<const N: usize> Monotone<N> {
+    /// One collection's pass: `f` observes every reported tool; tools it did not report are
+    /// forgotten afterwards.
+    fn collect(&self, f: impl FnOnce(&mut MonotoneState<N>)) {
+        let mut state = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+        state.collection += 1;
+        f(&mut state);
+        let current = state.collection;
+        state.by_tool.retain(|_, s| s.collection == current);
+    }
+
+    /// An entry of `tool` was evicted having counted `raw`: its successor continues from there.
+    fn evicted(&self, tool: &str, raw: [u64; N]) {
+        let mut state = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = state.by_tool.get_mut(tool) {
+            for (carry, r) in s.carry.iter_mut().zip(raw) {
+                *carry = carry.saturating_add(r);
+            }
+        }
+    }
+}
+
+impl<const N: usize> MonotoneState<N> {
+    /// The values to report for `tool`, whose live entry counted `raw`: carried counts
+    /// included, and never below what was reported before.
+    fn observe(&mut self, tool: &str, raw: [u64; N]) -> [u64; N] {
+        let collection = self.collection;
+        let s = match self.by_tool.get_mut(tool) {
+            Some(s) => s,
+            None => self.by_tool.entry(tool.into()).or_insert(Series {
+                last: [0; N],
+                carry: [0; N],
+                collection,
+            }),
+        };
+        for ((last, carry), raw) in s.last.iter_mut().zip(s.carry).zip(raw) {
+            *last = (*last).max(carry.saturating_add(raw));
+        }
+        s.collection = collection;
+        s.last
+    }
+}
+
+/// The registry observer that records `gen_ai.execute_tool.duration`, and hears of evictions
+/// for the name cache and the counters.
 #[derive(Debug)]
 struct DurationRecorder {
     histogram: Histogram<f64>,
     names: Arc<ToolNames>,
+    calls: Arc<Monotone<5>>,
+    transitions: Arc<Monotone<4>>,
 }
 
 impl HealthObserver for DurationRecorder {
+    fn on_evict(&self, evicted: &EvictedTool<'_>) {
+        self.names.remove(evicted.tool);
+        self.calls.evicted(
+            evicted.tool,
+            [
+                evicted.success_count,
+                evicted.failure_count,
+                evicted.refused_count,
+                evicted.cancelled_count,
+                evicted.shadow_refused_count,
+            ],
+        );
+        self.transitions.evicted(evicted.tool, evicted.transitions);
+    }
+
     fn on_call(&self, event: &CallEvent<'_>) {
         let failed = match event.outcome {
             CallOutcome::Success => false,

@@ -114,6 +114,12 @@ pub(crate) fn health_score(success_rate: f64, ewma: f64) -> f64 {
 pub(crate) const STRIPES: usize = 2;
 
 /// The counters one thread writes, alone on a cache line.
+///
+/// The counters the metrics export as counters only ever grow (a counter must never go down):
+/// [`ToolStats::reset`] records where they stood in `base` instead of zeroing them, and reads
+/// subtract it. The bases fill the line's spare words, so they cost no memory: stripe 0 holds
+/// the bases of success, failure and refused, stripe 1 those of the shadow refusals and the
+/// cancellations (whose counters are unstriped). They are written only by a reset.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 struct Stripe {
@@ -125,7 +131,12 @@ struct Stripe {
     refused: AtomicU64,
     /// Saturating.
     total_duration_ns: AtomicU64,
+    /// Reset bases (see above).
+    base: [AtomicU64; 3],
 }
+
+// Eight words: one cache line per stripe, bases included.
+const _: () = assert!(std::mem::size_of::<Stripe>() == 64);
 
 thread_local! {
     /// This thread's stripe, `usize::MAX` until its first record.
@@ -260,22 +271,25 @@ impl ToolStats {
         self.cancelled.fetch_add(1, Relaxed);
     }
 
-    /// Back to a fresh tool's numbers. Not atomic as a whole: a call recorded concurrently
-    /// may survive the reset in some counters.
+    /// Back to a fresh tool's numbers, as reads see them. The counters the metrics export as
+    /// counters (success, failure, refused, shadow refusals, cancellations) keep growing — a
+    /// counter must never go down — and the reset records where they stand as the base reads
+    /// subtract; the others (caller errors, the duration sum, the high-water mark, the EWMA)
+    /// are set back. Not atomic as a whole: a call recorded concurrently may survive the reset
+    /// in some counters.
     pub(crate) fn reset(&self) {
-        for s in self.stripes.iter() {
-            for c in [
-                &s.success,
-                &s.failure,
-                &s.ignored,
-                &s.refused,
-                &s.total_duration_ns,
-            ] {
-                c.store(0, Relaxed);
-            }
+        let raw = self.raw();
+        let [s0, s1] = &*self.stripes;
+        for (slot, value) in s0.base.iter().zip([raw.success, raw.failure, raw.refused]) {
+            slot.store(value, Relaxed);
         }
-        self.shadow_refused.store(0, Relaxed);
-        self.cancelled.store(0, Relaxed);
+        for (slot, value) in s1.base.iter().zip([raw.shadow_refused, raw.cancelled]) {
+            slot.store(value, Relaxed);
+        }
+        for s in self.stripes.iter() {
+            s.ignored.store(0, Relaxed);
+            s.total_duration_ns.store(0, Relaxed);
+        }
         self.max_duration_ns.store(0, Relaxed);
         self.ewma.store(EWMA_SCALE, Relaxed);
     }
@@ -313,7 +327,24 @@ impl ToolStats {
             .fetch_update(Relaxed, Relaxed, |prev| Some(ewma_step(prev, success)));
     }
 
+    /// The numbers since the last reset.
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        let raw = self.raw();
+        let [s0, s1] = &*self.stripes;
+        let base = |slot: &AtomicU64| slot.load(Relaxed);
+        StatsSnapshot {
+            success: raw.success.saturating_sub(base(&s0.base[0])),
+            failure: raw.failure.saturating_sub(base(&s0.base[1])),
+            refused: raw.refused.saturating_sub(base(&s0.base[2])),
+            shadow_refused: raw.shadow_refused.saturating_sub(base(&s1.base[0])),
+            cancelled: raw.cancelled.saturating_sub(base(&s1.base[1])),
+            ..raw
+        }
+    }
+
+    /// The counters since the tool's entry was created, resets ignored: what the metrics export
+    /// as counters (they never go down).
+    pub(crate) fn raw(&self) -> StatsSnapshot {
         let sum = |field: fn(&Stripe) -> &AtomicU64| {
             self.stripes
                 .iter()
@@ -433,6 +464,34 @@ mod tests {
         assert_eq!((snap.refused, snap.ignored), (4_000, 4));
         assert_eq!(snap.total_duration_ns, 10_000);
         assert_eq!(snap.max_duration_ns, 4);
+    }
+
+    #[test]
+    fn a_reset_zeroes_reads_and_keeps_the_raw_counters_growing() {
+        let s = ToolStats::default();
+        s.record(true, Duration::from_millis(10));
+        s.record(false, Duration::from_millis(20));
+        s.record_refused();
+        s.record_ignored();
+        s.record_shadow_refused();
+        s.reset();
+        let snap = s.snapshot();
+        assert_eq!(
+            (
+                snap.total(),
+                snap.refused,
+                snap.ignored,
+                snap.shadow_refused
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!((snap.total_duration_ns, snap.max_duration_ns), (0, 0));
+        assert_eq!((snap.ewma, snap.score()), (EWMA_SCALE, 1.0));
+        s.record(false, Duration::from_millis(5));
+        let (snap, raw) = (s.snapshot(), s.raw());
+        assert_eq!((snap.success, snap.failure), (0, 1));
+        assert_eq!((raw.success, raw.failure, raw.refused), (1, 2, 1));
+        assert_eq!(snap.total_duration_ns, 5_000_000);
     }
 
     #[test]

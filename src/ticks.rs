@@ -3,10 +3,18 @@
 //! Every instant and duration the breaker word, the operator controls and the failure-rate
 //! window hold is a [`Ticks`]. The conversions from and to [`Duration`] exist here once:
 //!
-//! * an **instant** (a clock reading) rounds *down* ([`Ticks::at`]);
+//! * an **instant** (a clock reading) rounds *down* ([`Ticks::at`]) where it is compared with a
+//!   deadline ("has the cooldown ended?");
+//! * an instant a **deadline is counted from** (a failure that opens the breaker, a probe's
+//!   grant, a retry hint's origin) rounds *up* ([`Ticks::at_ceil`]);
 //! * a **duration** (a cooldown, a lease, a hint) rounds *up* ([`Ticks::span`]);
 //! * [`Ticks::NEVER`] (all ones in the word's 40-bit field) means "never", and converts back to
 //!   `Duration::MAX`.
+//!
+//! So a deadline is never early: it is at or after the exact instant (base + duration), and a
+//! comparison of a rounded-down reading with it admits no sooner than that exact instant. It is
+//! at most one tick late for durations of whole milliseconds (a sub-millisecond duration adds
+//! its own rounding up).
 //!
 //! 40 bits of milliseconds cover about 34 years of clock time: a duration or instant beyond
 //! that saturates to [`Ticks::NEVER`].
@@ -50,6 +58,17 @@ impl Ticks {
     #[inline]
     pub(crate) fn at(now: Duration) -> Self {
         Self((duration_to_nanos(now) / NANOS_PER_TICK).min(Self::NEVER.0 - 1))
+    }
+
+    /// A clock reading as the base of a deadline: rounded up, so a deadline counted from it is
+    /// never early; always before [`Ticks::NEVER`].
+    #[inline]
+    pub(crate) fn at_ceil(now: Duration) -> Self {
+        Self(
+            duration_to_nanos(now)
+                .div_ceil(NANOS_PER_TICK)
+                .min(Self::NEVER.0 - 1),
+        )
     }
 
     /// A configured duration: rounded up, [`Ticks::NEVER`] when too long to represent.
@@ -101,6 +120,33 @@ impl Ticks {
     }
 }
 
+/// One clock reading, as a step of the breaker uses it: rounded down where it is compared with a
+/// deadline, rounded up where a deadline is counted from it (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// The reading rounded down: "has this deadline passed?".
+    pub(crate) at: Ticks,
+    /// The reading rounded up: the base of a deadline counted from now.
+    pub(crate) base: Ticks,
+}
+
+impl Now {
+    /// A clock reading.
+    #[inline]
+    pub(crate) fn of(now: Duration) -> Self {
+        Self {
+            at: Ticks::at(now),
+            base: Ticks::at_ceil(now),
+        }
+    }
+
+    /// A reading on a whole tick (both roundings agree).
+    #[cfg(test)]
+    pub(crate) const fn exact(at: Ticks) -> Self {
+        Self { at, base: at }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +156,9 @@ mod tests {
         assert_eq!(Ticks::at(Duration::from_micros(1_999)), Ticks(1));
         assert_eq!(Ticks::span(Duration::from_micros(1_001)), Ticks(2));
         assert_eq!(Ticks::span(Duration::ZERO), Ticks::ZERO);
+        assert_eq!(Ticks::at_ceil(Duration::from_micros(999)), Ticks(1));
+        assert_eq!(Ticks::at_ceil(Duration::from_millis(7)), Ticks(7));
+        assert_eq!(Ticks::at_ceil(Duration::MAX), Ticks(Ticks::NEVER.0 - 1));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::call::{GateDecision, Permit};
 use crate::policy::{RateWindow, ToolPolicy, TripPolicy};
-use crate::ticks::Ticks;
+use crate::ticks::{Now, Ticks};
 
 use super::step::{effective, step, Effective, Event, FailureFacts, Step, Timing};
 use super::word::{next_gen, Word, CLOSED, HALF_OPEN, OPEN};
@@ -46,9 +46,18 @@ const HISTORY_LEVEL_MAX: u64 = 0x7F;
 const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 
 impl Breaker {
+    #[cfg(test)]
     pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
+        Self::starting_at(policy, 0)
+    }
+
+    /// A fresh breaker whose first (closed) episode has `generation`: an evicted tool's
+    /// successor starts where the registry's evicted entries left off (see
+    /// `ToolHealthRegistry::evict_idle`), so a permit of the evicted entry is never taken for
+    /// one of the successor's later episodes.
+    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32) -> Self {
         let b = Self {
-            word: AtomicU64::new(Word::FRESH.encode()),
+            word: AtomicU64::new(Word::closed(generation).encode()),
             consecutive: AtomicU64::new(0),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             history: AtomicU64::new(Ticks::NEVER.get()),
@@ -154,9 +163,14 @@ impl Breaker {
         (now < w.deadline).then(|| Duration::from_millis(w.deadline.get() - now.get()))
     }
 
+    /// The generation of the current episode.
+    pub(crate) fn generation(&self) -> u32 {
+        self.load().generation
+    }
+
     /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
     #[inline]
-    pub(crate) fn acquire(&self, now: impl FnOnce() -> Ticks) -> (GateDecision, Recorded) {
+    pub(crate) fn acquire(&self, now: impl FnOnce() -> Now) -> (GateDecision, Recorded) {
         let w = self.load();
         if w.state == CLOSED {
             return (
@@ -174,15 +188,23 @@ impl Breaker {
     }
 
     /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
-    pub(crate) fn would_allow(&self, now: impl FnOnce() -> Ticks) -> bool {
+    pub(crate) fn would_allow(&self, now: impl FnOnce() -> Now) -> bool {
+        self.peek(now).is_allowed()
+    }
+
+    /// The decision [`Breaker::acquire`] would make at `now`, without changing anything: the
+    /// one place a refusal's `retry_after` is computed, for the gate and every read alike.
+    pub(crate) fn peek(&self, now: impl FnOnce() -> Now) -> GateDecision {
         let w = self.load();
         if w.state == CLOSED {
-            return true;
+            return GateDecision::Allowed(Permit::admitted(w.generation));
         }
         let t = self.timing(&self.policy.load());
         step(w, Event::Acquire, now(), &t)
             .decision
-            .is_some_and(|d| d.is_allowed())
+            .unwrap_or(GateDecision::Refused {
+                retry_after: Duration::MAX,
+            })
     }
 
     /// Records a success for the breaker (`generation`: the permit's, when there is one).
@@ -190,7 +212,7 @@ impl Breaker {
     pub(crate) fn on_success(
         &self,
         generation: Option<u32>,
-        now: impl FnOnce() -> Ticks,
+        now: impl FnOnce() -> Now,
     ) -> Recorded {
         if self.success_if_closed(generation) {
             return Recorded::default();
@@ -199,7 +221,7 @@ impl Breaker {
         let now = now();
         if self.has_window(Ordering::Acquire) {
             if let Some(window) = &*self.window.load() {
-                window.add(now, true);
+                window.add(now.at, true);
             }
         }
         let t = self.timing(&self.policy.load());
@@ -209,7 +231,14 @@ impl Breaker {
             |_| (Event::Success(generation), t),
             |s, _| {
                 if s.next.state == CLOSED && s.transition.is_some() {
-                    self.set_history(HISTORY_CLOSED_MASK, now.get());
+                    self.set_history(HISTORY_CLOSED_MASK, now.at.get());
+                    // Closing starts a fresh failure-rate window (as resilience4j and Polly
+                    // do): the failures that opened the breaker describe the episode that just
+                    // ended. A call recorded by another thread between the close and this
+                    // clear is forgotten with them (the window is approximate at its edges).
+                    if let Some(window) = &*self.window.load() {
+                        window.clear();
+                    }
                 }
             },
         )
@@ -240,9 +269,10 @@ impl Breaker {
     pub(crate) fn on_failure(
         &self,
         generation: Option<u32>,
-        now: Ticks,
+        clock: Now,
         not_before: Ticks,
     ) -> Recorded {
+        let now = clock.at;
         let w = self.load();
         // Count first, then decide: concurrent failures see distinct counts, so exactly one of
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
@@ -292,7 +322,7 @@ impl Breaker {
         let base = self.timing(&p);
         self.apply(
             w,
-            now,
+            clock,
             |w| {
                 let t = Timing {
                     open_for: p.opening_ticks(opening_level(w)),
@@ -317,8 +347,9 @@ impl Breaker {
         .1
     }
 
-    /// Gives a probe permit back without a result: the next gate call may probe at once.
-    pub(crate) fn release(&self, generation: u32, now: Ticks) -> Recorded {
+    /// Gives a probe back without a verdict on the tool: the next gate call may probe at once.
+    /// `generation`: the probe permit's; `None` (by name): whatever probe is in flight.
+    pub(crate) fn release(&self, generation: Option<u32>, now: Now) -> Recorded {
         let t = self.timing(&self.policy.load());
         self.apply(
             self.load(),
@@ -360,7 +391,7 @@ impl Breaker {
     fn apply(
         &self,
         mut w: Word,
-        now: Ticks,
+        now: Now,
         make: impl Fn(Word) -> (Event, Timing),
         done: impl FnOnce(&Step, Word),
     ) -> (Option<GateDecision>, Recorded) {
@@ -426,7 +457,12 @@ mod tests {
                 let w = Word::open(5, deadline);
                 let b = breaker_30s_10s();
                 b.word.store(w.encode(), Ordering::Relaxed);
-                let s = step(w, Event::Acquire, now, &b.timing(&b.policy.load()));
+                let s = step(
+                    w,
+                    Event::Acquire,
+                    Now::exact(now),
+                    &b.timing(&b.policy.load()),
+                );
                 match b.refusal_while_open(|| now) {
                     Some(retry_after) => {
                         assert_eq!(s.decision, Some(GateDecision::Refused { retry_after }));
@@ -451,7 +487,11 @@ mod tests {
     #[test]
     fn breaker_counts_and_resets() {
         let b = Breaker::new(Arc::new(ToolPolicy::from(CircuitBreakerConfig::default())));
-        let (t0, t1, t2) = (Ticks::ZERO, Ticks::new(1), Ticks::new(2));
+        let (t0, t1, t2) = (
+            Now::exact(Ticks::ZERO),
+            Now::exact(Ticks::new(1)),
+            Now::exact(Ticks::new(2)),
+        );
         b.on_failure(None, t0, Ticks::ZERO);
         b.on_failure(None, t0, Ticks::ZERO);
         assert_eq!(b.consecutive_failures(), 2);
@@ -460,7 +500,7 @@ mod tests {
         for _ in 0..3 {
             b.on_failure(None, t1, Ticks::ZERO);
         }
-        assert_eq!(b.effective(t1).state(), Open);
+        assert_eq!(b.effective(t1.at).state(), Open);
         b.on_success(None, || t2);
         assert_eq!(
             b.consecutive_failures(),

@@ -6,7 +6,7 @@
 //! ([`effective`]) and writes ([`step`]) agree at every instant by construction.
 
 use crate::call::{GateDecision, Permit};
-use crate::ticks::Ticks;
+use crate::ticks::{Now, Ticks};
 
 use super::word::{next_gen, Word, HALF_OPEN, OPEN};
 use super::{BreakerState, Transition, TransitionReason};
@@ -95,8 +95,10 @@ pub(crate) enum Event {
     Success(Option<u32>),
     /// A failed call, with what the policy concluded about it.
     Failure(Option<u32>, FailureFacts),
-    /// A probe permit given back without a result (a cancelled call).
-    Release(u32),
+    /// A probe given back without a verdict on the tool (a caller error, a cancelled, skipped
+    /// or denied call): `Some(generation)` through the probe's permit, `None` by name (whatever
+    /// probe is in flight, as a success by name is taken for the probe's).
+    Release(Option<u32>),
 }
 
 /// The result of one pure step.
@@ -124,14 +126,19 @@ fn transition(
     Some(Transition { from, to, reason })
 }
 
-/// When an opening made at `now` ends: the cooldown, or the tool's retry hint if later.
-fn reopen_at(now: Ticks, t: &Timing, facts: FailureFacts) -> Ticks {
-    now.after(t.open_for).max(facts.not_before)
+/// When an opening made now ends: the cooldown counted from the reading rounded up (so it is
+/// never early), or the tool's retry hint if later.
+fn reopen_at(now: Now, t: &Timing, facts: FailureFacts) -> Ticks {
+    now.base.after(t.open_for).max(facts.not_before)
 }
 
 /// The breaker's transition function: old word, event, now, timing → new word and effects.
-pub(crate) fn step(w: Word, ev: Event, now: Ticks, t: &Timing) -> Step {
+///
+/// `clock.at` (rounded down) is compared with deadlines; deadlines are counted from `clock.base`
+/// (rounded up): a cooldown or a lease never ends before its exact instant.
+pub(crate) fn step(w: Word, ev: Event, clock: Now, t: &Timing) -> Step {
     use BreakerState as S;
+    let now = clock.at;
     let eff = effective(w, now, t);
     let expired_lease = matches!(
         eff,
@@ -166,7 +173,7 @@ pub(crate) fn step(w: Word, ev: Event, now: Ticks, t: &Timing) -> Step {
                 let lease_end = if t.lease == Ticks::ZERO {
                     Ticks::NEVER
                 } else {
-                    now.after(t.lease)
+                    clock.base.after(t.lease)
                 };
                 out.next = Word::half_open(generation, lease_end);
                 out.decision = Some(GateDecision::Probe(Permit::probe(generation)));
@@ -197,26 +204,29 @@ pub(crate) fn step(w: Word, ev: Event, now: Ticks, t: &Timing) -> Step {
             out.transition = transition(S::HalfOpen, S::Closed, TransitionReason::ProbeSucceeded);
         }
 
-        (Event::Failure(_, facts), Effective::Open { .. }) => {
-            // Fresh bad news, stale or not: the cooldown restarts from now.
-            out.next = Word::open(w.generation, reopen_at(now, t, facts));
+        (Event::Failure(_, facts), Effective::Open { ready_at, .. }) => {
+            // Fresh bad news, stale or not: the cooldown restarts from now. It can only extend
+            // the open period, never shorten it: an earlier failure's retry hint (or a longer
+            // backoff or jitter) is a floor that a later hint-less failure keeps. The word holds
+            // one deadline, so the floor is the deadline itself: the max of the two.
+            out.next = Word::open(w.generation, reopen_at(clock, t, facts).max(ready_at));
             out.counts_failure = true;
         }
         (Event::Failure(g, _), _) if stale(g) => {}
         (Event::Failure(_, facts), Effective::Closed) => {
             out.counts_failure = true;
             if facts.trips {
-                out.next = Word::open(next_gen(w.generation), reopen_at(now, t, facts));
+                out.next = Word::open(next_gen(w.generation), reopen_at(clock, t, facts));
                 out.transition = transition(S::Closed, S::Open, TransitionReason::Tripped);
             }
         }
         (Event::Failure(_, facts), Effective::HalfOpen { .. }) => {
             out.counts_failure = true;
-            out.next = Word::open(next_gen(w.generation), reopen_at(now, t, facts));
+            out.next = Word::open(next_gen(w.generation), reopen_at(clock, t, facts));
             out.transition = transition(S::HalfOpen, S::Open, TransitionReason::ProbeFailed);
         }
 
-        (Event::Release(g), Effective::HalfOpen { .. }) if g == w.generation => {
+        (Event::Release(g), Effective::HalfOpen { .. }) if g.is_none_or(|g| g == w.generation) => {
             out.next = Word::open(next_gen(w.generation), now);
             out.transition = transition(S::HalfOpen, S::Open, TransitionReason::ProbeReleased);
         }
@@ -252,7 +262,7 @@ mod tests {
     }
 
     fn run(w: Word, ev: Event, now: u64) -> Step {
-        step(w, ev, ticks(now), &T)
+        step(w, ev, Now::exact(ticks(now)), &T)
     }
 
     fn refused(ms: u64) -> Option<GateDecision> {
@@ -332,17 +342,57 @@ mod tests {
     #[test]
     fn release_lets_the_next_call_probe_at_once() {
         let w = Word::half_open(2, ticks(40_000));
-        let s = run(w, Event::Release(2), 31_000);
+        let s = run(w, Event::Release(Some(2)), 31_000);
         assert_eq!(s.next, Word::open(3, ticks(31_000)));
         assert_eq!(
             run(s.next, Event::Acquire, 31_000).decision,
             Some(GateDecision::Probe(Permit::probe(4)))
         );
         assert_eq!(
-            run(w, Event::Release(1), 31_000).next,
+            run(w, Event::Release(Some(1)), 31_000).next,
             w,
             "a stale release is ignored"
         );
+        assert_eq!(
+            run(w, Event::Release(None), 31_000).next,
+            Word::open(3, ticks(31_000)),
+            "by name, the probe in flight is released"
+        );
+        let c = Word::closed(4);
+        assert_eq!(run(c, Event::Release(None), 1).next, c);
+    }
+
+    #[test]
+    fn a_failure_meeting_an_open_breaker_never_shortens_its_deadline() {
+        let hinted = Word::open(1, ticks(600_000)); // a retry hint: open until 600 s
+        let s = run(hinted, fail(None, true), 1_000);
+        assert_eq!(s.next, Word::open(1, ticks(600_000)), "the hint is a floor");
+        let s = run(Word::open(1, ticks(30_000)), fail(None, true), 5_000);
+        assert_eq!(
+            s.next,
+            Word::open(1, ticks(35_000)),
+            "fresh bad news extends"
+        );
+    }
+
+    #[test]
+    fn deadlines_count_from_the_reading_rounded_up() {
+        let now = Now {
+            at: ticks(0),
+            base: ticks(1),
+        }; // 0.999 ms
+        let s = step(Word::FRESH, fail(None, true), now, &T);
+        assert_eq!(s.next, Word::open(1, ticks(30_001)));
+        let probe = step(
+            s.next,
+            Event::Acquire,
+            Now {
+                at: ticks(30_001),
+                base: ticks(30_002),
+            },
+            &T,
+        );
+        assert_eq!(probe.next, Word::half_open(2, ticks(40_002)));
     }
 
     #[test]
@@ -351,7 +401,13 @@ mod tests {
         assert_eq!(t.recovery, Ticks::NEVER);
         let w = Word::open(1, ticks(5).after(t.recovery));
         assert_eq!(
-            step(w, Event::Acquire, Ticks::new(Ticks::NEVER.get() - 1), &t).decision,
+            step(
+                w,
+                Event::Acquire,
+                Now::exact(Ticks::new(Ticks::NEVER.get() - 1)),
+                &t
+            )
+            .decision,
             Some(GateDecision::Refused {
                 retry_after: Duration::MAX
             })

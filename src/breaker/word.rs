@@ -43,6 +43,7 @@ pub(crate) struct Word {
 
 impl Word {
     /// A new breaker: closed, generation 0.
+    #[cfg(test)]
     pub(crate) const FRESH: Word = Word {
         state: CLOSED,
         generation: 0,

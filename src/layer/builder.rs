@@ -241,8 +241,9 @@ impl ToolHealthLayerBuilder {
                 callsites: CallsiteCache::new(),
                 live_tool_spans: AtomicUsize::new(0),
                 unentered_tool_spans: AtomicUsize::new(0),
+                ids: super::bind::ToolSpanIds::new(),
             }),
-            bind_fn: None,
+            attached: false,
             span_fn: None,
             dispatch: OnceLock::new(),
         }

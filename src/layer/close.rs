@@ -4,18 +4,40 @@
 use tracing::span::Id;
 
 use crate::breaker::Transition;
-use crate::call::{CallOutcome, CallReport};
+use crate::call::CallReport;
 use crate::hook::CallingOut;
 
 use super::classify::SpanFacts;
-use super::span_state::ToolSpan;
+use super::span_state::{SpanCell, ToolSpan};
 use super::{otel, ToolHealthLayer};
 
 impl ToolHealthLayer {
-    /// Records a closed tool span's outcome; no extensions lock is held.
-    pub(super) fn finish(&self, id: &Id, mut state: ToolSpan) {
+    /// Records a closed tool span's outcome; no extensions lock and no span state is held.
+    /// `outer`: the nearest of this layer's tool spans around it, if any.
+    pub(super) fn finish(&self, id: &Id, mut state: ToolSpan, outer: Option<SpanCell>) {
         let _calling_out = CallingOut::enter();
         let registry = &self.core.registry;
+
+        // One call is one record: a tool span nested in a span of the same tool (a framework's
+        // span around an `#[instrument]` tool function) is part of the outer call. What was
+        // seen on it, and a decision bound to it, count for the outer span, which records.
+        let inner_name = state.tool_name().map(str::to_owned);
+        if let (Some(outer), Some(name)) = (&outer, inner_name) {
+            let replaced = {
+                let mut outer_state = outer.lock();
+                (!outer_state.closed && outer_state.tool_name() == Some(name.as_str()))
+                    .then(|| outer_state.absorb(state.take_closed()))
+            };
+            if let Some(replaced) = replaced {
+                if let Some((tool, permit)) =
+                    replaced.and_then(|b| Some((b.tool.clone(), b.probe()?)))
+                {
+                    let _ = registry.release(&tool, permit);
+                }
+                return;
+            }
+        }
+
         let binding = state.binding.take();
         // The call helper's settled outcome wins over inference.
         let settled = state.settled.take();
@@ -29,6 +51,26 @@ impl ToolHealthLayer {
         };
         if binding.as_ref().is_some_and(|b| !b.decision.is_allowed()) {
             // Refused: the gate counted the refusal; the call was not made.
+            return;
+        }
+        // The permit's generation applies only to the breaker it came from.
+        let (permit, other_probe) = match &binding {
+            Some(b) if &*b.tool == name => (b.decision.permit(), None),
+            Some(b) => (None, b.probe().map(|p| (&*b.tool, p))),
+            None => (None, None),
+        };
+        if state.refused && settled.is_none() {
+            // The tool returned the gate's refusal as its error: the call was refused (by a
+            // gate that could not bind here, or another one), not failed. Nothing is recorded
+            // — the refusing gate counted it — and a probe the span holds gets no verdict.
+            for (tool, p) in permit
+                .filter(|p| p.is_probe())
+                .map(|p| (name, p))
+                .into_iter()
+                .chain(other_probe)
+            {
+                let _ = registry.release(tool, p);
+            }
             return;
         }
         let facts = SpanFacts {
@@ -56,33 +98,20 @@ impl ToolHealthLayer {
             None => (self.core.classify(&facts), facts),
         };
 
-        // The permit's generation applies only to the breaker it came from.
-        let (permit, other_probe) = match &binding {
-            Some(b) if &*b.tool == name => (b.decision.permit(), None),
-            Some(b) => (None, b.probe().map(|p| (&*b.tool, p))),
-            None => (None, None),
-        };
         let mut transitions: Vec<Transition> = Vec::new();
         match outcome {
             Some(outcome) => {
                 let duration = registry.now().saturating_sub(state.start);
-                // A cancelled call makes no verdict: counted without the permit, and a probe
-                // given back exactly (the permit says whether it is the probe).
-                let cancelled = outcome == CallOutcome::Cancelled;
-                let recorded = registry.record_report(
-                    name,
-                    &CallReport {
-                        outcome,
-                        duration,
-                        generation: permit.filter(|_| !cancelled).map(|p| p.generation()),
-                        error_type: facts.error_type,
-                        retry_after: state.retry_hint(),
-                    },
-                );
-                transitions.extend(recorded.transitions());
-                if let Some(p) = permit.filter(|p| cancelled && p.is_probe()) {
-                    transitions.extend(registry.release(name, p).transitions());
+                let mut report = CallReport::new(outcome, duration);
+                if let Some(p) = permit {
+                    report = report.permit(p);
                 }
+                report.error_type = facts.error_type;
+                report.retry_after = state.retry_hint();
+                let recorded = registry.record_report(name, &report);
+                // A probe whose call makes no verdict (cancelled, a caller error) is given
+                // back by the record itself: the report carries the permit.
+                transitions.extend(recorded.transitions());
             }
             None => {
                 if let Some(p) = permit.filter(|p| p.is_probe()) {

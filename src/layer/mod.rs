@@ -225,7 +225,7 @@ use tracing::{Dispatch, Event, Metadata, Subscriber};
 use tracing_core::dispatcher::WeakDispatch;
 use tracing_core::Interest;
 use tracing_subscriber::layer::{Context, Layer};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
 use crate::call::CallOutcome;
 use crate::hook::{self, CallingOut};
@@ -246,7 +246,7 @@ pub use conventions::{Convention, MAX_CONVENTIONS};
 use callsites::{CallsiteCache, CallsiteRole};
 use classify::SharedClassifier;
 use conventions::Compiled;
-use span_state::ToolSpan;
+use span_state::{SpanCell, ToolSpan};
 use visitor::{EventFields, SpanFields, SpanVisitor};
 
 /// Everything a layer and its clones share: the registry it feeds, what it recognises, and
@@ -266,6 +266,8 @@ pub(crate) struct LayerCore {
     /// Tool spans of this family that have not been entered yet. While it is zero, entering a
     /// span costs one load. Relaxed is enough for the same reason as `live_tool_spans`.
     unentered_tool_spans: AtomicUsize,
+    /// The ids of the live tool spans this layer family holds state for (a counting filter).
+    pub(crate) ids: bind::ToolSpanIds,
 }
 
 impl LayerCore {
@@ -289,6 +291,33 @@ impl LayerCore {
     /// The convention a tool-span callsite matched.
     fn compiled(&self, role: CallsiteRole) -> Option<&Compiled> {
         self.compiled.get(role.convention())
+    }
+
+    /// A call starts when its span is first entered: a framework may create the spans of a
+    /// whole batch up front and run the calls one after another. While every tool span of ours
+    /// has been entered already, this costs one load.
+    fn first_enter(&self, cell: &SpanCell) {
+        if self.unentered_tool_spans.load(Ordering::Relaxed) == 0 || cell.lock().entered {
+            return;
+        }
+        // The clock is read with no lock held (a clock may be user code).
+        let now = self.registry.now();
+        let mut state = cell.lock();
+        if !state.entered {
+            state.entered = true;
+            state.start = now;
+            self.unentered_tool_spans.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The shared state of a span this layer family owns.
+    pub(crate) fn cell_of<S>(&self, span: &SpanRef<'_, S>) -> Option<SpanCell>
+    where
+        S: for<'a> LookupSpan<'a>,
+    {
+        let cell = span.extensions().get::<SpanCell>()?.clone();
+        let owned = self.owns(&cell.lock());
+        owned.then_some(cell)
     }
 
     /// The tool-related field values of a span's attributes or record, read the way its
@@ -335,8 +364,8 @@ impl LayerCore {
 /// ```
 pub struct ToolHealthLayer {
     pub(crate) core: Arc<LayerCore>,
-    /// Set in `on_layer`: the span walker monomorphised for the subscriber below this layer.
-    pub(crate) bind_fn: Option<bind::BindFn>,
+    /// Set in `on_layer`: attached to a subscriber.
+    pub(crate) attached: bool,
     /// Set in `on_layer`: the call helper's span walker (see `settle.rs`).
     pub(crate) span_fn: Option<settle::SpanFn>,
     /// Set in `on_register_dispatch`: where the OpenTelemetry span is reached at close.
@@ -356,7 +385,7 @@ impl fmt::Debug for ToolHealthLayer {
                     .map(Convention::name)
                     .collect::<Vec<_>>(),
             )
-            .field("attached", &self.bind_fn.is_some())
+            .field("attached", &self.attached)
             .finish_non_exhaustive()
     }
 }
@@ -366,7 +395,7 @@ impl Clone for ToolHealthLayer {
     fn clone(&self) -> Self {
         Self {
             core: Arc::clone(&self.core),
-            bind_fn: None,
+            attached: false,
             span_fn: None,
             dispatch: OnceLock::new(),
         }
@@ -396,10 +425,11 @@ where
 {
     fn on_register_dispatch(&self, dispatch: &Dispatch) {
         let _ = self.dispatch.set(dispatch.downgrade());
+        hook::install_binder(bind::binder);
     }
 
     fn on_layer(&mut self, _subscriber: &mut S) {
-        self.bind_fn = Some(bind::bind_with::<S>);
+        self.attached = true;
         hook::install_binder(bind::binder);
         self.span_fn = Some(settle::with_tool_span_in::<S>);
         hook::install_call_hooks(settle::HOOKS);
@@ -425,12 +455,13 @@ where
             return;
         };
         let mut extensions = span.extensions_mut();
-        if extensions.get_mut::<ToolSpan>().is_some() {
+        if extensions.get_mut::<SpanCell>().is_some() {
             return; // another ToolHealthLayer in this subscriber owns the span
         }
         let mut state = ToolSpan::new(self.core.id(), start, convention.completion_marker);
         state.apply(fields);
-        extensions.insert(state);
+        extensions.insert(SpanCell::new(state));
+        self.core.ids.add(id);
         self.core.live_tool_spans.fetch_add(1, Ordering::Relaxed);
         self.core
             .unentered_tool_spans
@@ -452,46 +483,8 @@ where
         if fields.is_empty() {
             return;
         }
-        let mut extensions = span.extensions_mut();
-        if let Some(state) = extensions.get_mut::<ToolSpan>() {
-            if self.core.owns(state) {
-                state.apply(fields);
-            }
-        }
-    }
-
-    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        // A call starts when its span is first entered: a framework may create the spans of a
-        // whole batch up front and run the calls one after another. While every tool span of
-        // ours has been entered already, entering a span costs one load.
-        if self.core.unentered_tool_spans.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
-            return;
-        }
-        let unentered = |span: &tracing_subscriber::registry::SpanRef<'_, S>| {
-            span.extensions()
-                .get::<ToolSpan>()
-                .is_some_and(|state| self.core.owns(state) && !state.entered)
-        };
-        if !unentered(&span) {
-            return;
-        }
-        // The clock is read with no extensions lock held (a clock may be user code).
-        let now = self.core.registry.now();
-        let mut extensions = span.extensions_mut();
-        if let Some(state) = extensions.get_mut::<ToolSpan>() {
-            if self.core.owns(state) && !state.entered {
-                state.entered = true;
-                state.start = now;
-                self.core
-                    .unentered_tool_spans
-                    .fetch_sub(1, Ordering::Relaxed);
-            }
+        if let Some(cell) = self.core.cell_of(&span) {
+            cell.lock().apply(fields);
         }
     }
 
@@ -506,7 +499,8 @@ where
             return;
         }
         let mut fields = EventFields::default();
-        if (error || error_field) && role.has(CallsiteRole::EVENT_ERROR_TYPE) {
+        if marker || role.has(CallsiteRole::EVENT_ERROR_TYPE) {
+            // Visited before any lock: formatting runs user code.
             event.record(&mut fields);
         }
         let Some(leaf) = ctx.event_span(event) else {
@@ -514,19 +508,21 @@ where
         };
         for (depth, span) in leaf.scope().enumerate() {
             let direct = depth == 0;
-            if !error && !direct {
+            if !error && !fields.refusal && !direct {
                 break; // a completion marker only counts directly in the tool span
             }
             if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
                 continue;
             }
-            let mut extensions = span.extensions_mut();
-            let Some(state) = extensions.get_mut::<ToolSpan>() else {
+            let Some(cell) = self.core.cell_of(&span) else {
                 continue;
             };
-            if !self.core.owns(state) || !state.may_be_tool() {
+            let mut state = cell.lock();
+            if !state.may_be_tool() {
                 continue;
             }
+            // A refusal returned as the tool's error: the call was refused, not failed.
+            state.refused |= fields.refusal;
             if error || (error_field && direct) {
                 state.error_event = true;
                 if state.event_error_type.is_none() {
@@ -540,7 +536,27 @@ where
         }
     }
 
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        // A span that is surely not one of our live tool spans costs one load.
+        if !self.core.ids.may_contain(id) {
+            return;
+        }
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let Some(cell) = self.core.cell_of(&span) else {
+            return;
+        };
+        drop(span);
+        self.core.first_enter(&cell);
+        bind::push(&self.core, id, cell);
+    }
+
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        if !self.core.ids.may_contain(id) {
+            return;
+        }
+        bind::pop(&self.core, id);
         // A panic unwinding out of an entered tool span. This also catches a panicking async
         // task, whose span may only close after the runtime caught the panic.
         if !std::thread::panicking() {
@@ -549,14 +565,8 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
-        if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
-            return;
-        }
-        let mut extensions = span.extensions_mut();
-        if let Some(state) = extensions.get_mut::<ToolSpan>() {
-            if self.core.owns(state) {
-                state.panicked = true;
-            }
+        if let Some(cell) = self.core.cell_of(&span) {
+            cell.lock().panicked = true;
         }
     }
 
@@ -571,23 +581,33 @@ where
         if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
             return;
         }
-        let state = {
+        let cell = {
             let mut extensions = span.extensions_mut();
-            match extensions.get_mut::<ToolSpan>() {
-                Some(state) if self.core.owns(state) => extensions.remove::<ToolSpan>(),
+            match extensions.get_mut::<SpanCell>() {
+                Some(cell) if self.core.owns(&cell.lock()) => extensions.remove::<SpanCell>(),
                 _ => None,
             }
         };
-        drop(span);
-        if let Some(mut state) = state {
-            self.core.live_tool_spans.fetch_sub(1, Ordering::Relaxed);
-            if !state.entered {
-                self.core
-                    .unentered_tool_spans
-                    .fetch_sub(1, Ordering::Relaxed);
-            }
-            state.panicked |= std::thread::panicking();
-            self.finish(&id, state);
+        let Some(cell) = cell else {
+            return;
+        };
+        self.core.ids.remove(&id);
+        self.core.live_tool_spans.fetch_sub(1, Ordering::Relaxed);
+        let mut state = cell.lock().take_closed();
+        if !state.entered {
+            self.core
+                .unentered_tool_spans
+                .fetch_sub(1, Ordering::Relaxed);
         }
+        state.panicked |= std::thread::panicking();
+        // The nearest of our tool spans around this one, while the span store holds it.
+        let outer = span
+            .parent()
+            .into_iter()
+            .flat_map(|parent| parent.scope())
+            .filter(|s| self.core.role(s.metadata()).has(CallsiteRole::TOOL_SPAN))
+            .find_map(|s| self.core.cell_of(&s));
+        drop(span);
+        self.finish(&id, state, outer);
     }
 }

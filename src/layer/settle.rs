@@ -85,18 +85,18 @@ where
         if !core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
             continue;
         }
-        let mut extensions = span.extensions_mut();
-        let Some(state) = extensions.get_mut::<ToolSpan>() else {
+        let Some(cell) = core.cell_of(&span) else {
             continue;
         };
-        if !core.owns(state) || !state.may_be_tool() {
+        let mut state = cell.lock();
+        if !state.may_be_tool() {
             continue;
         }
         // The nearest tool span decides: the helper joins it only when it is the same tool.
         if state.tool_name() != Some(tool) {
             return false;
         }
-        f(state);
+        f(&mut state);
         return true;
     }
     false

@@ -1,12 +1,33 @@
-//! The per-span state of a tool-span candidate, kept in the span's extensions: what was seen
-//! on it so far and the gate decision bound to it.
+//! The per-span state of a tool-span candidate: what was seen on it so far and the gate
+//! decision bound to it. It is shared ([`SpanCell`]) between the span's extensions, where the
+//! layer's callbacks find it, and the entered-span stack of each thread the span is entered on
+//! (`bind.rs`), where the gate finds it without asking the dispatcher for the subscriber — so
+//! binding works whatever wraps the layer.
 
 use std::borrow::Cow;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::call::{CallOutcome, GateDecision, Permit};
+use crate::semconv;
 
 use super::visitor::{SpanFields, Status};
+
+/// A tool span's state, shared between its extensions and the threads it is entered on.
+#[derive(Debug, Clone)]
+pub(crate) struct SpanCell(pub(crate) Arc<Mutex<ToolSpan>>);
+
+impl SpanCell {
+    pub(crate) fn new(state: ToolSpan) -> Self {
+        Self(Arc::new(Mutex::new(state)))
+    }
+
+    /// The state, locked. Never held while user code runs (visiting fields, classifiers,
+    /// observers) or while another span's cell is locked, except child before parent.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ToolSpan> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A gate decision bound to a tool span.
 #[derive(Debug, Clone)]
@@ -69,6 +90,13 @@ pub(crate) struct ToolSpan {
     pub(crate) error_event: bool,
     pub(crate) panicked: bool,
     pub(crate) completed: bool,
+    /// The call was refused: its tool returned the refusal as its error (an `error` field whose
+    /// text contains [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE)), or recorded `error.type` =
+    /// [`REFUSAL_ERROR_TYPE`](crate::REFUSAL_ERROR_TYPE). A refused call is never a failure,
+    /// whether or not the gate could bind to the span.
+    pub(crate) refused: bool,
+    /// The span closed: its state was taken for the record, nothing binds to it any more.
+    pub(crate) closed: bool,
     pub(crate) binding: Option<Binding>,
     /// The outcome the call helper settled, if it did: wins over inference.
     pub(crate) settled: Option<Settled>,
@@ -94,9 +122,18 @@ impl ToolSpan {
             error_event: false,
             panicked: false,
             completed: !completion_marker,
+            refused: false,
+            closed: false,
             binding: None,
             settled: None,
         }
+    }
+
+    /// Takes the state for the record at close, leaving a closed husk behind.
+    pub(crate) fn take_closed(&mut self) -> ToolSpan {
+        let mut husk = ToolSpan::new(self.owner, self.start, false);
+        husk.closed = true;
+        std::mem::replace(self, husk)
     }
 
     /// Applies recorded field values.
@@ -109,6 +146,7 @@ impl ToolSpan {
         self.kinds_bad = (self.kinds_bad & !fields.kinds_seen) | fields.kinds_bad;
         if let Some((rank, error_type)) = fields.error_type {
             self.completed = true;
+            self.refused |= error_type == semconv::REFUSAL_ERROR_TYPE;
             // An empty error type is a completion marker but no failure.
             if error_type.is_empty() {
                 if self.error_type.as_ref().is_some_and(|(r, _)| *r == rank) {
@@ -164,19 +202,36 @@ impl ToolSpan {
             .filter(|n| !n.is_empty())
     }
 
-    /// Binds a gate decision. A later decision replaces an earlier one, except that a refusal
-    /// never replaces a probe of the same tool (the probe holder asking again is refused by its
-    /// own probe).
+    /// The probe of `tool` this span holds, if any: the call's own probe.
+    pub(crate) fn own_probe(&self, tool: &str) -> Option<Permit> {
+        self.binding
+            .as_ref()
+            .filter(|b| &*b.tool == tool)
+            .and_then(Binding::probe)
+    }
+
+    /// Binds a gate decision. A later decision replaces an earlier one, except:
+    ///
+    /// * a refusal never replaces a probe of the same tool (the gate answers the call's own
+    ///   probe before it gets there; this keeps a racing refusal from taking it);
+    /// * a decision about another tool never replaces the span's decision about its own tool
+    ///   (a tool that gates another one inside its span): a span's probe is resolved by that
+    ///   span's own outcome only.
     pub(crate) fn bind(&mut self, tool: &str, decision: GateDecision) -> Bound {
+        const KEPT: Bound = Bound {
+            stored: false,
+            replaced_probe: None,
+        };
         if let Some(old) = &self.binding {
             if old.probe().is_some()
                 && &*old.tool == tool
                 && matches!(decision, GateDecision::Refused { .. })
             {
-                return Bound {
-                    stored: false,
-                    replaced_probe: None,
-                };
+                return KEPT;
+            }
+            let own = self.tool_name();
+            if own.is_some_and(|own| own != tool && own == &*old.tool) {
+                return KEPT;
             }
         }
         let old = self.binding.replace(Binding {
@@ -185,8 +240,37 @@ impl ToolSpan {
         });
         Bound {
             stored: true,
-            replaced_probe: old.filter(|b| b.probe().is_some()),
+            replaced_probe: old.filter(|b| b.probe().is_some() && b.decision != decision),
         }
+    }
+
+    /// Folds a closed tool span of the same tool nested in this one into it: one call is one
+    /// record. What was seen on the inner span counts for this one, and a decision bound to
+    /// the inner span holds for this one (by the rules of [`ToolSpan::bind`]). Returns a probe
+    /// the inner decision replaced, to give back.
+    pub(crate) fn absorb(&mut self, inner: ToolSpan) -> Option<Binding> {
+        if self.error_type.is_none() {
+            self.error_type = inner.error_type;
+        }
+        if self.event_error_type.is_none() {
+            self.event_error_type = inner.event_error_type;
+        }
+        if self.http_status.is_none() {
+            self.http_status = inner.http_status;
+        }
+        if self.retry_after.is_none() {
+            self.retry_after = inner.retry_after;
+        }
+        self.status_error |= inner.status_error;
+        self.error_event |= inner.error_event;
+        self.panicked |= inner.panicked;
+        self.completed |= inner.completed;
+        self.refused |= inner.refused;
+        if self.settled.is_none() {
+            self.settled = inner.settled;
+        }
+        let binding = inner.binding?;
+        self.bind(&binding.tool, binding.decision).replaced_probe
     }
 }
 
@@ -200,6 +284,24 @@ mod tests {
         } else {
             Permit::admitted(7)
         }
+    }
+
+    #[test]
+    fn another_tools_decision_never_replaces_the_spans_own() {
+        let mut s = ToolSpan::new(0, Duration::ZERO, false);
+        s.apply(SpanFields {
+            name: Some((0, "research".into())),
+            ..Default::default()
+        });
+        s.bind("research", GateDecision::Probe(permit(true)));
+        let b = s.bind(
+            "search",
+            GateDecision::Refused {
+                retry_after: Duration::ZERO,
+            },
+        );
+        assert!(!b.stored && b.replaced_probe.is_none());
+        assert_eq!(s.own_probe("research"), Some(permit(true)));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::fmt;
 
 use tracing_core::field::{Field, Visit};
 
+use crate::call::REFUSAL_MESSAGE;
 use crate::semconv;
 
 use super::conventions::{Compiled, Meaning};
@@ -183,18 +184,116 @@ impl Visit for SpanVisitor<'_> {
 #[derive(Debug, Default)]
 pub(crate) struct EventFields {
     pub(crate) error_type: Option<String>,
+    /// The event reports a refusal: its `error` field's text contains
+    /// [`REFUSAL_MESSAGE`] (a tool returning the gate's refusal as its error, as
+    /// `#[instrument(err)]` logs it), or its `error.type` is the refusal's.
+    pub(crate) refusal: bool,
 }
 
 impl Visit for EventFields {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == semconv::ERROR_TYPE && !value.is_empty() {
+            self.refusal |= value == semconv::REFUSAL_ERROR_TYPE;
             self.error_type = Some(value.to_owned());
+        } else if field.name() == semconv::ERROR_FIELD {
+            self.refusal |= value.contains(REFUSAL_MESSAGE);
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() == semconv::ERROR_TYPE {
             self.record_str(field, &format!("{value:?}"));
+        } else if field.name() == semconv::ERROR_FIELD {
+            // Searched while formatting: no allocation, however long the error's text.
+            let mut search = Contains::new(REFUSAL_MESSAGE.as_bytes());
+            let _ = fmt::write(&mut search, format_args!("{value:?}"));
+            self.refusal |= search.found;
+        }
+    }
+}
+
+/// A streaming substring search (Knuth–Morris–Pratt) over formatted text.
+struct Contains<'a> {
+    needle: &'a [u8],
+    /// Length of the needle's prefix matched so far.
+    matched: usize,
+    found: bool,
+}
+
+impl<'a> Contains<'a> {
+    fn new(needle: &'a [u8]) -> Self {
+        Self {
+            needle,
+            matched: 0,
+            found: needle.is_empty(),
+        }
+    }
+
+    /// The length of the longest proper prefix of `needle[..len]` that is also its suffix.
+    fn fallback(&self, len: usize) -> usize {
+        (1..len)
+            .rev()
+            .find(|&k| self.needle[..k] == self.needle[len - k..len])
+            .unwrap_or(0)
+    }
+}
+
+impl fmt::Write for Contains<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for &b in s.as_bytes() {
+            if self.found {
+                return Ok(());
+            }
+            while self.matched > 0 && self.needle[self.matched] != b {
+                self.matched = self.fallback(self.matched);
+            }
+            if self.needle[self.matched] == b {
+                self.matched += 1;
+                if self.matched == self.needle.len() {
+                    self.found = true;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt::Write as _;
+
+    fn contains(haystack: &[&str], needle: &str) -> bool {
+        let mut c = Contains::new(needle.as_bytes());
+        for part in haystack {
+            c.write_str(part).unwrap();
+        }
+        c.found
+    }
+
+    #[test]
+    fn the_streaming_search_finds_what_str_contains_finds() {
+        let needles = ["aab", "abab", "tool temporarily unavailable", "a"];
+        let hays = [
+            "",
+            "aaab",
+            "ababab",
+            "aabaab",
+            "xx tool temporarily unavailable: y",
+            "b",
+        ];
+        for n in needles {
+            for h in hays {
+                // Split the haystack at every point: a match across writes is still found.
+                for cut in 0..=h.len() {
+                    let (a, b) = h.split_at(cut);
+                    assert_eq!(
+                        contains(&[a, b], n),
+                        h.contains(n),
+                        "{n:?} in {h:?} cut {cut}"
+                    );
+                }
+            }
         }
     }
 }

@@ -8,7 +8,10 @@
 //!   in a row.
 //! * [`TripPolicy::FailureRate`]: trip when, over a sliding time window, the failure ratio is at
 //!   least `ratio` with at least `min_calls` calls (the resilience4j / Polly v8 model). The
-//!   window is a ring of [`WINDOW_BUCKETS`] time buckets of atomics: recording and reading are
+//!   window counts [`WINDOW_BUCKETS`] time buckets of atomics and the one being filled, so every
+//!   call of the last `window` counts (and none older than `window` plus one bucket). Closing the
+//!   breaker (its probe succeeded) or resetting the tool starts a fresh window, as resilience4j
+//!   and Polly do: the failures that opened it belong to the episode that ended. Recording and reading are
 //!   O(1) (a fixed number of buckets), lock-free, and allocation-free after the policy is first
 //!   applied to a tool. Under concurrent bucket rollover a few calls may land in a bucket as it
 //!   is being recycled: the ratio is approximate at bucket edges, never unbounded.

@@ -1,18 +1,28 @@
 //! The failure-rate window: success and failure counts in a ring of time buckets of atomics.
+//!
+//! A window of length `W` has [`WINDOW_BUCKETS`] buckets of `W / WINDOW_BUCKETS` each. It counts
+//! the bucket `now` falls in (partly elapsed) and the [`WINDOW_BUCKETS`] full buckets before it,
+//! so every call of the last `W` counts, and none older than `W` plus one bucket: the ring
+//! holds one slot more than the window has buckets. (With only `WINDOW_BUCKETS` slots, the
+//! current bucket and seven full ones, a window forgot calls between 7/8 and 8/8 of `W` old.)
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::ticks::Ticks;
 
-/// How many time buckets a failure-rate window has.
+/// How many time buckets a failure-rate window has: it counts these full buckets and the one
+/// the current instant falls in.
 pub const WINDOW_BUCKETS: usize = 8;
+
+/// Slots of the ring: the full buckets and the current one.
+const SLOTS: usize = WINDOW_BUCKETS + 1;
 
 /// A sliding window of success and failure counts in time buckets.
 #[derive(Debug)]
 pub(crate) struct RateWindow {
     width: u64,
-    buckets: [Bucket; WINDOW_BUCKETS],
+    buckets: [Bucket; SLOTS],
 }
 
 #[derive(Debug, Default)]
@@ -32,23 +42,33 @@ impl RateWindow {
         }
     }
 
-    fn bucket(&self, now: Ticks) -> &Bucket {
+    /// The bucket of `now`, recycled for it if it held an older period; `None` when it already
+    /// holds a newer one (a reading that lags a whole ring behind another thread's: too old to
+    /// count, and recycling the bucket backwards would wipe newer counts).
+    fn bucket(&self, now: Ticks) -> Option<&Bucket> {
         let period = now.get() / self.width + 1;
-        let b = &self.buckets[(period % WINDOW_BUCKETS as u64) as usize];
-        let seen = b.period.load(Relaxed);
-        if seen != period
-            && b.period
-                .compare_exchange(seen, period, Relaxed, Relaxed)
-                .is_ok()
-        {
-            b.success.store(0, Relaxed);
-            b.failure.store(0, Relaxed);
+        let b = &self.buckets[(period % SLOTS as u64) as usize];
+        let mut seen = b.period.load(Relaxed);
+        while seen != period {
+            if seen > period {
+                return None;
+            }
+            match b.period.compare_exchange(seen, period, Relaxed, Relaxed) {
+                Ok(_) => {
+                    b.success.store(0, Relaxed);
+                    b.failure.store(0, Relaxed);
+                    break;
+                }
+                Err(actual) => seen = actual,
+            }
         }
-        b
+        Some(b)
     }
 
     pub(crate) fn add(&self, now: Ticks, success: bool) {
-        let b = self.bucket(now);
+        let Some(b) = self.bucket(now) else {
+            return;
+        };
         if success {
             b.success.fetch_add(1, Relaxed);
         } else {
@@ -56,10 +76,13 @@ impl RateWindow {
         }
     }
 
-    /// (failures, calls) over the window ending at `now`.
+    /// (failures, calls) over the window ending at `now`: the current bucket and the
+    /// [`WINDOW_BUCKETS`] before it.
     pub(crate) fn counts(&self, now: Ticks) -> (u64, u64) {
         let current = now.get() / self.width + 1;
-        let oldest = current.saturating_sub(WINDOW_BUCKETS as u64 - 1);
+        // Periods start at 1: a cleared bucket (period 0) never counts, also within the first
+        // window's length of the clock's origin.
+        let oldest = current.saturating_sub(WINDOW_BUCKETS as u64).max(1);
         self.buckets
             .iter()
             .filter(|b| (oldest..=current).contains(&b.period.load(Relaxed)))
@@ -72,6 +95,8 @@ impl RateWindow {
     pub(crate) fn clear(&self) {
         for b in &self.buckets {
             b.period.store(0, Relaxed);
+            b.success.store(0, Relaxed);
+            b.failure.store(0, Relaxed);
         }
     }
 }
@@ -89,7 +114,12 @@ mod tests {
         w.add(Ticks::new(3_000), false);
         assert_eq!(w.counts(Ticks::new(7_999)), (2, 3));
         assert_eq!(
-            w.counts(Ticks::new(8_000)),
+            w.counts(Ticks::new(8_999)),
+            (2, 3),
+            "a call younger than the window still counts"
+        );
+        assert_eq!(
+            w.counts(Ticks::new(9_000)),
             (1, 1),
             "the first bucket slid out"
         );
@@ -100,5 +130,13 @@ mod tests {
             (0, 1),
             "a recycled bucket starts empty"
         );
+        // A cleared window counts nothing, also near the clock's origin.
+        let early = RateWindow::new(Duration::from_secs(60));
+        early.add(Ticks::new(1_000), false);
+        early.clear();
+        assert_eq!(early.counts(Ticks::new(2_000)), (0, 0));
+        // A lagging reading a whole ring behind never wipes the newer bucket.
+        w.add(Ticks::new(20_000 - 9_000), false);
+        assert_eq!(w.counts(Ticks::new(20_000)), (0, 1));
     }
 }

@@ -1,7 +1,7 @@
 //! [`RegistryBuilder`] and the registry's constructors.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,6 +82,7 @@ impl RegistryBuilder {
             evicting: self.evictable,
             insert_lock: Mutex::new(VecDeque::from([(1, start)])),
             sweep_epoch: AtomicU64::new(1),
+            generation_floor: AtomicU32::new(0),
             evict_idle_after: self.evict_idle_after,
             tracked: AtomicUsize::new(0),
             max_tools: self.max_tools,

@@ -19,12 +19,13 @@ impl ToolHealthRegistry {
         .is_some()
     }
 
-    /// Isolates the tool until `until` on the registry's clock (see [`now`](Self::now)).
+    /// Isolates the tool until `until` on the registry's clock (see [`now`](Self::now)),
+    /// rounded up to the millisecond: the isolation never lapses early.
     pub fn force_open_until(&self, tool: &str, until: Duration) -> bool {
         self.with_entry_or_insert(tool, |e| {
             e.control.set_mode(
                 ToolControl::ForcedOpen { until: Some(until) },
-                Ticks::at(until),
+                Ticks::at_ceil(until),
             )
         })
         .is_some()
@@ -36,8 +37,11 @@ impl ToolHealthRegistry {
         self.force_open_until(tool, until)
     }
 
-    /// Disables the tool's breaker: every call is allowed (results still feed the stats and
-    /// the breaker).
+    /// Disables the tool's breaker: every call is allowed. The breaker still decides every
+    /// call as under enforcement — its own machine runs, the probe included — and only its
+    /// refusals are not enforced: such a call is counted as a shadow refusal and its result
+    /// goes to the stats only. So the breaker's state and the metrics show what it would do,
+    /// and when the control is released the breaker is where enforcement would have left it.
     pub fn force_closed(&self, tool: &str) -> bool {
         self.with_entry_or_insert(tool, |e| {
             e.control.set_mode(ToolControl::ForcedClosed, Ticks::ZERO)
@@ -75,8 +79,12 @@ impl ToolHealthRegistry {
             .unwrap_or(false)
     }
 
-    /// Resets the tool to fresh: stats zeroed, breaker closed, backoff forgotten. Permits
-    /// handed out before are stale afterwards. Controls and policy are kept.
+    /// Resets the tool to fresh: stats zeroed, breaker closed, backoff and failure-rate window
+    /// forgotten. Permits handed out before are stale afterwards. Controls and policy are kept.
+    ///
+    /// What the metrics export as counters (`tool_health.calls`,
+    /// `tool_health.breaker.transitions`) keeps growing across a reset: a counter never goes
+    /// down. Snapshots and the score start from zero.
     pub fn reset(&self, tool: &str) {
         self.with_entry(tool, |e| {
             e.breaker.reset();

@@ -35,13 +35,14 @@ impl Named for Entry {
 }
 
 impl Entry {
-    /// A fresh entry under `policy`, marked seen in sweep epoch `epoch`.
-    pub(super) fn new(name: &str, policy: Arc<ToolPolicy>, epoch: u64) -> Self {
+    /// A fresh entry under `policy`, marked seen in sweep epoch `epoch`, its breaker's first
+    /// episode numbered `generation` (see `ToolHealthRegistry::generation_floor`).
+    pub(super) fn new(name: &str, policy: Arc<ToolPolicy>, epoch: u64, generation: u32) -> Self {
         Entry {
             name: name.into(),
             stats: ToolStats::default(),
             slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
-            breaker: Breaker::new(policy),
+            breaker: Breaker::starting_at(policy, generation),
             control: Control::default(),
             seen: AtomicU64::new(epoch),
         }
@@ -63,7 +64,11 @@ impl Entry {
 /// A read-only view of one entry for the crate's own exporters.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntryView {
+    /// The numbers since the last reset (score, gauges).
     pub(crate) stats: StatsSnapshot,
+    /// The counters since the entry was created, resets ignored (what is exported as counters).
+    pub(crate) raw: StatsSnapshot,
+    /// The state the registry reports (a tool forced open reads open).
     pub(crate) state: BreakerState,
     pub(crate) transitions: [u64; 4],
 }

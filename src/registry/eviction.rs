@@ -77,6 +77,15 @@ impl ToolHealthRegistry {
     /// (after a cap-triggered sweep, when configured, found nothing to evict).
     #[cold]
     pub(super) fn insert_slow(&self, tool: &str) -> Option<Arc<Entry>> {
+        let mut evicted = Vec::new();
+        let entry = self.insert_locked(tool, &mut evicted);
+        self.notify_evicted(&evicted);
+        entry
+    }
+
+    /// [`insert_slow`](Self::insert_slow) under the insert lock; entries a cap-triggered sweep
+    /// evicts are collected in `evicted` for the observers, told after the lock is released.
+    fn insert_locked(&self, tool: &str, evicted: &mut Vec<Arc<Entry>>) -> Option<Arc<Entry>> {
         let mut sweeps = self
             .insert_lock
             .lock()
@@ -94,8 +103,8 @@ impl ToolHealthRegistry {
                 self.now_ticks().saturating_sub(last) >= gap
             };
             match self.evict_idle_after {
-                Some(idle_for) if due(idle_for) && self.evict_locked(&mut sweeps, idle_for) > 0 => {
-                }
+                Some(idle_for)
+                    if due(idle_for) && self.evict_locked(&mut sweeps, idle_for, evicted) > 0 => {}
                 _ => return None,
             }
         }
@@ -103,6 +112,7 @@ impl ToolHealthRegistry {
             tool,
             self.policy_for(tool),
             self.sweep_epoch.load(Ordering::Relaxed),
+            self.generation_floor.load(Ordering::Relaxed),
         ));
         let entry = self.names.insert_with(tool, || Some(entry))?;
         self.tracked.fetch_add(1, Ordering::Relaxed);
@@ -143,15 +153,31 @@ impl ToolHealthRegistry {
     ///
     /// Only a registry built with [`RegistryBuilder::evictable`](crate::RegistryBuilder::evictable)
     /// (or `evict_idle_after`) evicts; any other returns 0.
+    ///
+    /// Eviction is invisible to correctness: a [`ToolHandle`](crate::ToolHandle) kept across
+    /// it follows its tool to the live entry; a record racing a sweep lands on a live entry;
+    /// and every new entry starts its breaker's generations where the evicted entries left off,
+    /// so a permit handed out by an evicted entry is never taken for one of its successor's
+    /// later episodes. Observers are told ([`HealthObserver::on_evict`](crate::HealthObserver::on_evict)).
     pub fn evict_idle(&self, idle_for: Duration) -> usize {
-        let mut sweeps = self
-            .insert_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        self.evict_locked(&mut sweeps, idle_for)
+        let mut evicted = Vec::new();
+        let count = {
+            let mut sweeps = self
+                .insert_lock
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.evict_locked(&mut sweeps, idle_for, &mut evicted)
+        };
+        self.notify_evicted(&evicted);
+        count
     }
 
-    fn evict_locked(&self, sweeps: &mut VecDeque<(u64, Ticks)>, idle_for: Duration) -> usize {
+    fn evict_locked(
+        &self,
+        sweeps: &mut VecDeque<(u64, Ticks)>,
+        idle_for: Duration,
+        evicted_entries: &mut Vec<Arc<Entry>>,
+    ) -> usize {
         let now = self.now_ticks();
         let epoch = self.sweep_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         sweeps.push_back((epoch, now));
@@ -168,21 +194,33 @@ impl ToolHealthRegistry {
             return 0; // built without eviction: the index only grows
         };
         let map = map.pin();
+        let observed = self.has_observers();
         let mut evicted = 0;
         for (name, e) in map.iter() {
             let seen = e.seen.load(Ordering::SeqCst);
+            // The control is read SeqCst: setting one is a record's work in the handshake.
             let fresh_equivalent = e.breaker.effective(now) == Effective::Closed
                 && e.breaker.consecutive_failures() == 0
-                && e.control.raw() == 0;
+                && e.control.raw_for_eviction() == 0;
             if seen < threshold
                 && fresh_equivalent
                 && e.seen
                     .compare_exchange(seen, RETIRED, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
             {
+                // A handle's gate leaves its fast path for this entry from now on and follows
+                // its tool. The entry was closed when won: its generation is its last
+                // episode's, and the successor (created under this lock, later) starts there
+                // or beyond.
+                e.control.retire();
+                self.generation_floor
+                    .fetch_max(e.breaker.generation(), Ordering::Relaxed);
                 map.remove(name);
                 self.tracked.fetch_sub(1, Ordering::Relaxed);
                 evicted += 1;
+                if observed {
+                    evicted_entries.push(Arc::clone(e));
+                }
             }
         }
         evicted

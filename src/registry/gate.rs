@@ -1,18 +1,16 @@
 //! The gate: `allow_request`, `check`, and the pure oracle `is_tool_available`.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::call::{CallOutcome, GateDecision, Permit};
-use crate::control::{Control, ToolControl};
+use crate::control::Control;
 use crate::hook;
 
 use super::entry::Entry;
 use super::names::NameIndex;
 use super::observers::CallEvent;
 use super::ToolHealthRegistry;
-
-/// The decision for a tool the registry does not track: always allowed, generation 0.
-const ALLOWED_UNTRACKED: GateDecision = GateDecision::Allowed(Permit::admitted(0));
 
 impl ToolHealthRegistry {
     /// The mutating gate: may this call go to the tool now? May grant the single probe.
@@ -32,11 +30,23 @@ impl ToolHealthRegistry {
     /// decision is bound to that span: the span's outcome is recorded with the permit, a refused
     /// span records nothing but the refusal, and the span is annotated. Outside any tool span
     /// this is [`ToolHealthRegistry::check_detached`].
+    ///
+    /// Tool spans of one tool nested in each other are one call: when the call already holds
+    /// the probe of `tool` (an outer gate, such as a middleware's, was granted it), asking again
+    /// from inside it answers that probe instead of refusing the call by its own probe.
     #[inline(always)]
     pub fn check(&self, tool: &str) -> GateDecision {
-        let decision = self.check_detached(tool);
-        hook::bind(self.address(), tool, &decision);
-        decision
+        if hook::installed() {
+            return self.check_hooked(tool);
+        }
+        self.check_detached(tool)
+    }
+
+    /// [`check`](Self::check) while a layer is attached somewhere: the hook binds the decision
+    /// (or answers the call's own probe) around the detached gate.
+    #[inline(never)]
+    fn check_hooked(&self, tool: &str) -> GateDecision {
+        hook::gate(self.address(), tool, &mut || self.check_detached(tool))
     }
 
     /// The gate, never bound to a span.
@@ -63,7 +73,7 @@ impl ToolHealthRegistry {
     #[inline(always)]
     pub(super) fn check_on_entry(&self, tool: &str, entry: Option<&Entry>) -> GateDecision {
         let Some(e) = entry else {
-            return ALLOWED_UNTRACKED;
+            return self.untracked_decision();
         };
         // No control and a Closed breaker: admitted on two loads, no clock read, no write.
         if e.control.raw() == 0 {
@@ -79,17 +89,7 @@ impl ToolHealthRegistry {
     #[inline(never)]
     fn check_slow(&self, tool: &str, e: &Entry) -> GateDecision {
         if self.evicting && e.is_retired() {
-            // A handle on an evicted tool: the live entry, if any, decides.
-            return self
-                .names
-                .with(tool, |live| {
-                    if live.is_retired() {
-                        ALLOWED_UNTRACKED
-                    } else {
-                        self.check_on_entry(tool, Some(live))
-                    }
-                })
-                .unwrap_or(ALLOWED_UNTRACKED);
+            return self.check_retired(tool);
         }
         let decision = self.gate_entry(e);
         if let GateDecision::Refused { .. } = decision {
@@ -104,6 +104,29 @@ impl ToolHealthRegistry {
         decision
     }
 
+    /// The decision for a tool the registry does not track: always allowed, in the generation
+    /// its entry will start at (see `generation_floor`).
+    #[inline]
+    fn untracked_decision(&self) -> GateDecision {
+        GateDecision::Allowed(Permit::admitted(
+            self.generation_floor.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// The gate for an entry the evictor retired (a handle kept across eviction): the live
+    /// entry decides — the handle follows its tool — and a tool with no live entry is
+    /// untracked. A live entry found retired too is one a sweep has retired and not yet
+    /// removed: untracked for that moment. No recursion: the live entry is looked up once.
+    #[cold]
+    fn check_retired(&self, tool: &str) -> GateDecision {
+        self.names
+            .with(tool, |live| {
+                (!live.is_retired()).then(|| self.check_on_entry(tool, Some(live)))
+            })
+            .flatten()
+            .unwrap_or_else(|| self.untracked_decision())
+    }
+
     /// The gate on a known tool: operator control first, then the breaker.
     #[inline]
     fn gate_entry(&self, e: &Entry) -> GateDecision {
@@ -116,7 +139,7 @@ impl ToolHealthRegistry {
                 e.stats.record_refused();
                 return GateDecision::Refused { retry_after };
             }
-            let (decision, recorded) = e.breaker.acquire(|| self.now_ticks());
+            let (decision, recorded) = e.breaker.acquire(|| self.now_step());
             if !decision.is_allowed() {
                 e.stats.record_refused();
             }
@@ -129,21 +152,20 @@ impl ToolHealthRegistry {
     #[cold]
     fn gate_controlled(&self, e: &Entry, control: u64) -> GateDecision {
         let ctl = Control::decode(control);
-        let now = self.now_ticks();
-        if let Some(until) = ctl.forced_open_until(now) {
+        let now = self.now_step();
+        if let Some(until) = ctl.forced_open_until(now.at) {
             e.stats.record_refused();
             return GateDecision::Refused {
-                retry_after: until.until(now).to_duration(),
+                retry_after: until.until(now.at).to_duration(),
             };
         }
-        let generation = e.breaker.load().generation;
-        if ctl.mode == ToolControl::ForcedClosed {
-            return GateDecision::Allowed(Permit::admitted(generation));
-        }
+        // Force-closed and shadow mode: the breaker decides as under enforcement — its own
+        // machine runs, the probe included — and only its refusal is not enforced.
         let (decision, recorded) = e.breaker.acquire(|| now);
         self.notify_transitions(&e.name, &recorded);
         match decision {
-            GateDecision::Refused { .. } if ctl.shadow => {
+            GateDecision::Refused { .. } if ctl.unenforced() => {
+                let generation = e.breaker.generation();
                 e.stats.record_shadow_refused();
                 GateDecision::Allowed(Permit::shadow_refused(generation))
             }
@@ -165,7 +187,7 @@ impl ToolHealthRegistry {
     /// [`is_tool_available`](Self::is_tool_available) on a resolved entry.
     pub(super) fn available_on_entry(&self, e: &Entry) -> bool {
         if self.evicting && e.is_retired() {
-            return self.is_tool_available(&e.name);
+            return self.available_retired(&e.name);
         }
         let control = e.control.raw();
         if control == 0 {
@@ -174,13 +196,56 @@ impl ToolHealthRegistry {
                 .breaker
                 .refusal_while_open(|| self.coarse_now_ticks())
                 .is_none()
-                && e.breaker.would_allow(|| self.now_ticks());
+                && e.breaker.would_allow(|| self.now_step());
         }
         let ctl = Control::decode(control);
-        let now = self.now_ticks();
-        if ctl.forced_open_until(now).is_some() {
+        let now = self.now_step();
+        if ctl.forced_open_until(now.at).is_some() {
             return false;
         }
-        ctl.mode == ToolControl::ForcedClosed || ctl.shadow || e.breaker.would_allow(|| now)
+        ctl.unenforced() || e.breaker.would_allow(|| now)
+    }
+
+    /// The oracle for a retired entry, exactly as [`check_retired`](Self::check_retired)
+    /// decides: the live entry once, untracked (available) when there is none or it is retired
+    /// too. It used to recurse by name, and a sweep between retiring an entry and removing it
+    /// from the map kept it recursing on the same entry.
+    #[cold]
+    fn available_retired(&self, tool: &str) -> bool {
+        self.names
+            .with(tool, |live| {
+                live.is_retired() || self.available_on_entry(live)
+            })
+            .unwrap_or(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use super::super::entry::RETIRED;
+    use super::ToolHealthRegistry;
+
+    #[test]
+    fn the_oracle_on_an_entry_retired_mid_sweep_answers_like_the_gate() {
+        let r = Arc::new(ToolHealthRegistry::builder().evictable().build());
+        let h = r.handle("t").expect("tracked");
+        // A sweep between retiring the entry and removing it from the map: retired, mapped.
+        r.names.with("t", |e| {
+            e.seen.store(RETIRED, Ordering::SeqCst);
+            e.control.retire();
+        });
+        // The oracle used to recurse by name onto the same retired entry for as long as the
+        // sweep had not removed it (here: for ever, so the stack overflowed).
+        assert!(r.is_tool_available("t"));
+        assert!(h.is_tool_available());
+        assert!(
+            r.check("t").is_allowed(),
+            "the gate: untracked for that moment"
+        );
+        assert!(h.check().is_allowed());
+        assert!(r.unavailable_tools().is_empty());
     }
 }

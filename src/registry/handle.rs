@@ -82,9 +82,17 @@ impl ToolHandle {
     /// current tool span when a [`ToolHealthLayer`](crate::ToolHealthLayer) watches it.
     #[inline]
     pub fn check(&self) -> GateDecision {
-        let decision = self.check_detached();
-        hook::bind(self.registry.address(), self.tool(), &decision);
-        decision
+        if hook::installed() {
+            return self.check_hooked();
+        }
+        self.check_detached()
+    }
+
+    #[inline(never)]
+    fn check_hooked(&self) -> GateDecision {
+        hook::gate(self.registry.address(), self.tool(), &mut || {
+            self.check_detached()
+        })
     }
 
     /// [`ToolHealthRegistry::check_detached`] on this tool: the gate, never bound to a span.
@@ -131,17 +139,26 @@ impl ToolHandle {
 
     /// [`ToolHealthRegistry::release`] on this tool: gives a probe permit back without a result.
     pub fn release(&self, permit: Permit) -> Recorded {
+        if self.entry.is_retired() {
+            return self.registry.release(self.tool(), permit);
+        }
         self.registry
             .release_on_entry(self.tool(), &self.entry, permit)
     }
 
     /// [`ToolHealthRegistry::breaker_state`] on this tool.
     pub fn breaker_state(&self) -> BreakerState {
+        if self.entry.is_retired() {
+            return self.registry.breaker_state(self.tool());
+        }
         self.registry.state_on_entry(&self.entry)
     }
 
     /// [`ToolHealthRegistry::get_health_status`] on this tool.
     pub fn get_health_status(&self) -> HealthStatus {
+        if self.entry.is_retired() {
+            return self.registry.get_health_status(self.tool());
+        }
         self.registry.status_on_entry(&self.entry)
     }
 }
@@ -156,8 +173,9 @@ impl ToolHealthRegistry {
     ///
     /// Takes the registry's `Arc` because the handle keeps the registry alive (its clock and
     /// observers); share the registry behind an `Arc` to use handles. In an evicting registry a
-    /// handle whose tool was evicted keeps working, by name (re-resolve it to get the fast path
-    /// back).
+    /// handle whose tool was evicted follows its tool: its gate, records and reads go to the
+    /// live entry by name (re-resolve it to get the fast path back), and the permits it hands
+    /// out are the live entry's, never the evicted one's.
     pub fn handle(self: &Arc<Self>, tool: &str) -> Option<ToolHandle> {
         let entry = match self.names.with(tool, Arc::clone) {
             Some(e) => e,

@@ -62,7 +62,7 @@ mod record;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,12 +70,12 @@ use arc_swap::ArcSwap;
 
 use crate::clock::Clock;
 use crate::policy::ToolPolicy;
-use crate::ticks::Ticks;
+use crate::ticks::{Now, Ticks};
 
 pub use builder::RegistryBuilder;
 use entry::Entry;
 pub use handle::ToolHandle;
-pub use observers::{CallEvent, HealthObserver, LOG_TARGET};
+pub use observers::{CallEvent, EvictedTool, HealthObserver, LOG_TARGET};
 pub use reads::{OverflowStats, ToolHealthSnapshot, UnavailableTool};
 
 use names::NameIndex;
@@ -127,6 +127,13 @@ pub struct ToolHealthRegistry {
     insert_lock: Mutex<VecDeque<(u64, Ticks)>>,
     /// The current sweep epoch (see [`ToolHealthRegistry::evict_idle`]).
     sweep_epoch: AtomicU64,
+    /// The highest generation an evicted entry's breaker reached: every new entry starts its
+    /// breaker there, so an evicted entry's permits (all of generation ≤ this) are never taken
+    /// for one of its successor's later episodes, and the successor's first (closed) episode
+    /// continues the evicted entry's last one when that was the highest. Zero in a registry
+    /// that never evicts. Written under `insert_lock`; read there and, `Relaxed`, by the gate
+    /// of an untracked tool (a stale read only makes that permit stale).
+    generation_floor: AtomicU32,
     /// Evict idle tools this old when a first sight meets the cap.
     evict_idle_after: Option<Duration>,
     tracked: AtomicUsize,
@@ -175,6 +182,12 @@ impl ToolHealthRegistry {
     #[inline]
     fn now_ticks(&self) -> Ticks {
         Ticks::at(self.clock.now())
+    }
+
+    /// The clock's reading as a breaker step uses it (rounded down and up).
+    #[inline]
+    fn now_step(&self) -> Now {
+        Now::of(self.clock.now())
     }
 
     /// The clock's [coarse reading](Clock::now_coarse) as a breaker instant: only for "still

@@ -26,6 +26,7 @@ use crate::breaker::{BreakerState, Effective, Recorded, Transition, TransitionRe
 use crate::call::CallOutcome;
 use crate::hook::CallingOut;
 
+use super::entry::Entry;
 use super::{ToolHealthRegistry, EXTRA_OBSERVE};
 
 /// The target of the transition log (see the module docs).
@@ -47,6 +48,28 @@ pub struct CallEvent<'a> {
     pub overflow: bool,
 }
 
+/// A tool the registry stopped tracking (idle eviction), as observers see it: what its entry
+/// counted since it was created, resets ignored, for exporters that must keep counters
+/// monotonic if the tool comes back.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct EvictedTool<'a> {
+    /// The tool.
+    pub tool: &'a str,
+    /// Successful calls since the entry was created.
+    pub success_count: u64,
+    /// Failed calls since the entry was created.
+    pub failure_count: u64,
+    /// Refused calls since the entry was created.
+    pub refused_count: u64,
+    /// Calls a control let through that the breaker would have refused.
+    pub shadow_refused_count: u64,
+    /// Calls started and never finished since the entry was created.
+    pub cancelled_count: u64,
+    /// Transitions taken, per edge of [`Transition::PAIRS`].
+    pub transitions: [u64; 4],
+}
+
 /// Hooks called synchronously on the record and gate paths, for metrics and live views.
 ///
 /// Observers must be fast and must not panic; they run on the caller's thread. Without any
@@ -60,6 +83,13 @@ pub trait HealthObserver: Send + Sync + fmt::Debug + 'static {
     /// A breaker changed state; `at` is the registry clock's reading.
     fn on_transition(&self, tool: &str, transition: &Transition, at: Duration) {
         let _ = (tool, transition, at);
+    }
+
+    /// A tool was evicted ([`ToolHealthRegistry::evict_idle`]). Called after the sweep, on the
+    /// sweeping thread, with no lock of the registry held. The tool may be tracked again
+    /// already: a later call creates a fresh entry.
+    fn on_evict(&self, evicted: &EvictedTool<'_>) {
+        let _ = evicted;
     }
 }
 
@@ -89,6 +119,30 @@ impl ToolHealthRegistry {
         let _quiet = CallingOut::enter();
         for o in self.observers.load().iter() {
             o.on_call(event);
+        }
+    }
+
+    /// Tells observers about evicted entries (after the sweep released the insert lock).
+    pub(super) fn notify_evicted(&self, evicted: &[Arc<Entry>]) {
+        if evicted.is_empty() || !self.has_observers() {
+            return;
+        }
+        let _quiet = CallingOut::enter();
+        let observers = self.observers.load();
+        for e in evicted {
+            let raw = e.stats.raw();
+            let event = EvictedTool {
+                tool: &e.name,
+                success_count: raw.success,
+                failure_count: raw.failure,
+                refused_count: raw.refused,
+                shadow_refused_count: raw.shadow_refused,
+                cancelled_count: raw.cancelled,
+                transitions: e.breaker.transition_counts(),
+            };
+            for o in observers.iter() {
+                o.on_evict(&event);
+            }
         }
     }
 

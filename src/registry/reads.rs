@@ -4,10 +4,11 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::breaker::{BreakerState, Effective};
+use crate::breaker::BreakerState;
+use crate::call::GateDecision;
 use crate::control::{Control, ToolControl};
 use crate::stats::HealthStatus;
-use crate::ticks::Ticks;
+use crate::ticks::{Now, Ticks};
 
 use super::entry::{Entry, EntryView};
 use super::ToolHealthRegistry;
@@ -44,14 +45,17 @@ pub struct ToolHealthSnapshot {
     pub avg_duration: Duration,
     /// The longest call, failed ones included.
     pub max_duration: Duration,
-    /// The breaker's state now (a half-open breaker whose lease expired reads open).
+    /// The breaker's state now (a half-open breaker whose lease expired reads open; a tool
+    /// forced open reads open).
     pub breaker: BreakerState,
     /// Consecutive failures since the last accepted success.
     pub consecutive_failures: u64,
-    /// When an open breaker will grant its next probe (`None` unless open; `Duration::MAX`:
-    /// never).
+    /// While the gate refuses the tool, how long until it could next admit a call — exactly the
+    /// `retry_after` the gate's refusal carries at this instant (`Duration::MAX`: not in any
+    /// foreseeable time); `None` while the gate admits calls.
     pub retry_after: Option<Duration>,
-    /// Calls shadow mode let through that the breaker would have refused.
+    /// Calls a control (shadow mode, force-closed) let through that the breaker would have
+    /// refused.
     pub shadow_refused_count: u64,
     /// The operator control in force.
     pub control: ToolControl,
@@ -65,10 +69,11 @@ pub struct ToolHealthSnapshot {
 pub struct UnavailableTool {
     /// The tool's name.
     pub tool: String,
-    /// Its breaker state (open, or half-open with a probe in flight).
+    /// Its breaker state (open, or half-open with a probe in flight; a tool forced open reads
+    /// open).
     pub breaker: BreakerState,
     /// When a call could next be admitted if nothing else happens (`Duration::MAX`: not in any
-    /// foreseeable time).
+    /// foreseeable time): the same as the `retry_after` of the gate's refusal at this instant.
     pub retry_after: Duration,
     /// Whether an operator forced it open.
     pub forced: bool,
@@ -91,7 +96,7 @@ pub struct OverflowStats {
 }
 
 impl ToolHealthRegistry {
-    /// The tool's status; an unknown tool is healthy.
+    /// The tool's status; an unknown tool is healthy, a tool forced open unhealthy.
     pub fn get_health_status(&self, tool: &str) -> HealthStatus {
         self.with_entry(tool, |e| self.status_on_entry(e))
             .unwrap_or(HealthStatus::Healthy)
@@ -99,19 +104,50 @@ impl ToolHealthRegistry {
 
     /// [`get_health_status`](Self::get_health_status) on a resolved entry, allocation-free.
     pub(super) fn status_on_entry(&self, e: &Entry) -> HealthStatus {
-        let eff = e.breaker.effective(self.now_ticks());
         HealthStatus::classify(
             e.stats.snapshot().score(),
-            eff.state() == BreakerState::Open,
+            Self::reported_state(e, self.now_ticks()) == BreakerState::Open,
         )
     }
 
     /// [`breaker_state`](Self::breaker_state) on a resolved entry.
     pub(super) fn state_on_entry(&self, e: &Entry) -> BreakerState {
-        e.breaker.effective(self.now_ticks()).state()
+        Self::reported_state(e, self.now_ticks())
     }
 
-    /// The tool's breaker state now (expiry-aware); an unknown tool is closed.
+    /// The state the registry reports for a tool: its breaker's (expiry-aware), except that a
+    /// tool forced open reads open — the gate refuses it as an open breaker would, so a status,
+    /// a dashboard or a planner must not see it closed and healthy. Its breaker's own state
+    /// shows again once the isolation is released or lapses.
+    fn reported_state(e: &Entry, now: Ticks) -> BreakerState {
+        let control = e.control.raw();
+        if control != 0 && Control::decode(control).forced_open_until(now).is_some() {
+            return BreakerState::Open;
+        }
+        e.breaker.effective(now).state()
+    }
+
+    /// What the gate would answer for the entry at `now`, without changing anything: the one
+    /// source of every `retry_after` the reads report (the gate's own, see
+    /// `Breaker::peek`). Forced open refuses until its end; a refusal a control does not
+    /// enforce admits.
+    fn gate_view(e: &Entry, now: Now) -> GateDecision {
+        let ctl = Control::decode(e.control.raw());
+        if let Some(until) = ctl.forced_open_until(now.at) {
+            return GateDecision::Refused {
+                retry_after: until.until(now.at).to_duration(),
+            };
+        }
+        match e.breaker.peek(|| now) {
+            GateDecision::Refused { .. } if ctl.unenforced() => {
+                GateDecision::Allowed(crate::call::Permit::admitted(e.breaker.generation()))
+            }
+            d => d,
+        }
+    }
+
+    /// The tool's breaker state now (expiry-aware; forced open reads open); an unknown tool is
+    /// closed.
     pub fn breaker_state(&self, tool: &str) -> BreakerState {
         self.with_entry(tool, |e| self.state_on_entry(e))
             .unwrap_or(BreakerState::Closed)
@@ -119,13 +155,13 @@ impl ToolHealthRegistry {
 
     /// Everything known about the tool, or `None` for a tool never recorded.
     pub fn snapshot(&self, tool: &str) -> Option<ToolHealthSnapshot> {
-        let now = self.now_ticks();
+        let now = self.now_step();
         self.with_entry(tool, |e| Self::snapshot_of(e, now))
     }
 
     /// Every tracked tool's snapshot, sorted by name.
     pub fn health_summary(&self) -> Vec<ToolHealthSnapshot> {
-        let now = self.now_ticks();
+        let now = self.now_step();
         let mut all = Vec::with_capacity(self.tracked_tools());
         self.names.for_each(|e| all.push(Self::snapshot_of(e, now)));
         all.sort_unstable_by(|a, b| a.tool.cmp(&b.tool));
@@ -157,25 +193,23 @@ impl ToolHealthRegistry {
     /// }
     /// ```
     pub fn unavailable_tools(&self) -> Vec<UnavailableTool> {
-        let now = self.now_ticks();
+        let now = self.now_step();
         let mut out = Vec::new();
         self.names.for_each(|e| {
             if self.available_on_entry(e) {
                 return;
             }
-            let forced = Control::decode(e.control.raw()).forced_open_until(now);
-            let eff = e.breaker.effective(now);
-            let until = match (forced, eff) {
-                (Some(until), _) => until,
-                (None, Effective::Open { ready_at, .. }) => ready_at,
-                (None, Effective::HalfOpen { lease_end }) => lease_end,
-                (None, Effective::Closed) => now,
+            let GateDecision::Refused { retry_after } = Self::gate_view(e, now) else {
+                return; // admitted by the time of this reading: the gate's answer wins
             };
+            let forced = Control::decode(e.control.raw())
+                .forced_open_until(now.at)
+                .is_some();
             out.push(UnavailableTool {
                 tool: e.name.to_string(),
-                breaker: eff.state(),
-                retry_after: until.until(now).to_duration(),
-                forced: forced.is_some(),
+                breaker: Self::reported_state(e, now.at),
+                retry_after,
+                forced,
             });
         });
         out.sort_unstable_by(|a, b| a.tool.cmp(&b.tool));
@@ -188,25 +222,31 @@ impl ToolHealthRegistry {
         self.names.for_each(|e| {
             let view = EntryView {
                 stats: e.stats.snapshot(),
-                state: e.breaker.effective(now).state(),
+                raw: e.stats.raw(),
+                state: Self::reported_state(e, now),
                 transitions: e.breaker.transition_counts(),
             };
             f(&e.name, &view);
         });
     }
 
-    fn snapshot_of(e: &Entry, now: Ticks) -> ToolHealthSnapshot {
-        let eff = e.breaker.effective(now);
+    /// Whether the registry tracks `tool` now (a read: creates nothing).
+    pub(crate) fn is_tracked(&self, tool: &str) -> bool {
+        self.with_entry(tool, |e| !e.is_retired()).unwrap_or(false)
+    }
+
+    fn snapshot_of(e: &Entry, now: Now) -> ToolHealthSnapshot {
+        let state = Self::reported_state(e, now.at);
         let stats = e.stats.snapshot();
         let score = stats.score();
-        let retry_after = match eff {
-            Effective::Open { ready_at, .. } => Some(ready_at.until(now).to_duration()),
+        let retry_after = match Self::gate_view(e, now) {
+            GateDecision::Refused { retry_after } => Some(retry_after),
             _ => None,
         };
         let control = e.control.state();
         ToolHealthSnapshot {
             tool: e.name.to_string(),
-            status: HealthStatus::classify(score, eff.state() == BreakerState::Open),
+            status: HealthStatus::classify(score, state == BreakerState::Open),
             score,
             success_rate: stats.success_rate(),
             ewma_success: stats.ewma_f64(),
@@ -218,7 +258,7 @@ impl ToolHealthRegistry {
             cancelled_count: stats.cancelled,
             avg_duration: stats.avg_duration(),
             max_duration: Duration::from_nanos(stats.max_duration_ns),
-            breaker: eff.state(),
+            breaker: state,
             consecutive_failures: e.breaker.consecutive_failures(),
             retry_after,
             shadow_refused_count: stats.shadow_refused,

@@ -3,9 +3,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::breaker::Recorded;
+use crate::breaker::{BreakerState, Recorded};
 use crate::call::{CallOutcome, CallReport, Permit};
 use crate::clock::duration_to_nanos;
+use crate::control::Control;
 use crate::ticks::Ticks;
 
 use super::entry::Entry;
@@ -30,7 +31,10 @@ impl ToolHealthRegistry {
     }
 
     /// Records a call admitted with `permit`: a result from an older breaker generation never
-    /// closes or re-opens a newer episode.
+    /// closes or re-opens a newer episode. A probe whose call ends as
+    /// [`CallOutcome::Ignored`] (no verdict on the tool) is given back at once; a call the
+    /// breaker refused and a control let through ([`Permit::is_shadow_refused`]) goes to the
+    /// stats only.
     #[inline]
     pub fn record_with_permit(
         &self,
@@ -122,6 +126,8 @@ impl ToolHealthRegistry {
     ) -> Recorded {
         let outcome = report.outcome;
         let breaker_news = match entry {
+            // A handle kept across eviction: its tool's record goes to the live entry.
+            Some(e) if self.evicting && e.is_retired() => self.redo_record(tool, report, duration),
             Some(e) => {
                 let news = self.apply_record(e, report, duration);
                 // Work first, then touch: a record never lands in an evicted entry (see
@@ -177,33 +183,25 @@ impl ToolHealthRegistry {
         report: &CallReport<'_>,
         duration: Duration,
     ) -> Option<Recorded> {
-        let generation = report.generation;
         match report.outcome {
             CallOutcome::Success => {
                 e.stats.record(true, duration);
                 // A slow success is a failure for the breaker only.
                 if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
-                    Some(
-                        e.breaker
-                            .on_failure(generation, self.now_ticks(), Ticks::ZERO),
-                    )
-                } else if e.breaker.success_if_closed(generation) {
+                    self.breaker_failure(e, report, None)
+                } else if e.breaker.success_if_closed(report.generation) {
                     None
                 } else {
-                    Some(e.breaker.on_success(generation, || self.now_ticks()))
+                    self.breaker_success(e, report)
                 }
             }
             CallOutcome::Failure => {
                 e.stats.record(false, duration);
-                let now = self.now_ticks();
-                let not_before = report
-                    .retry_after
-                    .map_or(Ticks::ZERO, |d| now.after(Ticks::span(d)));
-                Some(e.breaker.on_failure(generation, now, not_before))
+                self.breaker_failure(e, report, report.retry_after)
             }
             CallOutcome::Ignored => {
                 e.stats.record_ignored();
-                None
+                self.release_no_verdict(e, report)
             }
             CallOutcome::Refused => {
                 e.stats.record_refused();
@@ -211,18 +209,67 @@ impl ToolHealthRegistry {
             }
             CallOutcome::Cancelled => {
                 e.stats.record_cancelled();
-                // No verdict on the tool: a probe goes back at once (SPEC 6.4). The report
-                // carries the permit's generation, not whether it was the probe (a flag would
-                // cost every permit record a store): a live probe's generation is its own —
-                // fresh when granted — unless an operator control (forced closed, shadow)
-                // admitted other calls in it, so release only without a control. The layer and
-                // the call helper know the permit and release exactly instead.
-                match generation {
-                    Some(g) if e.control.raw() == 0 => Some(e.breaker.release(g, self.now_ticks())),
-                    _ => None,
-                }
+                // No verdict on the tool, as a caller error: a probe goes back at once.
+                self.release_no_verdict(e, report)
             }
         }
+    }
+
+    /// Whether a result is for a call the breaker would have refused and a control let through
+    /// (shadow mode, force-closed): it goes to the stats only, so the breaker moves exactly as
+    /// under enforcement. Through a permit the permit says so; by name, a result arriving while
+    /// the controlled tool's breaker is open is taken for such a call (see `control.rs`).
+    fn unenforced(&self, e: &Entry, report: &CallReport<'_>) -> bool {
+        if report.unenforced {
+            return true;
+        }
+        report.generation.is_none()
+            && Control::decode(e.control.raw()).unenforced()
+            && e.breaker.effective(self.now_ticks()).state() == BreakerState::Open
+    }
+
+    /// A success the breaker's fast path did not take: the breaker decides.
+    #[inline(never)]
+    fn breaker_success(&self, e: &Entry, report: &CallReport<'_>) -> Option<Recorded> {
+        if self.unenforced(e, report) {
+            return None;
+        }
+        Some(e.breaker.on_success(report.generation, || self.now_step()))
+    }
+
+    /// A failure for the breaker (a failed call, or a slow success), with the tool's retry hint.
+    /// The hint's instant counts from the reading rounded up, so it is never early.
+    #[inline(never)]
+    fn breaker_failure(
+        &self,
+        e: &Entry,
+        report: &CallReport<'_>,
+        retry_after: Option<Duration>,
+    ) -> Option<Recorded> {
+        if self.unenforced(e, report) {
+            return None;
+        }
+        let now = self.now_step();
+        let not_before = retry_after.map_or(Ticks::ZERO, |d| now.base.after(Ticks::span(d)));
+        Some(e.breaker.on_failure(report.generation, now, not_before))
+    }
+
+    /// A call that makes no verdict on the tool (a caller error, a cancellation): a probe it
+    /// held is given back at once, so the breaker is not left half-open until the lease (or forever without one).
+    /// Through a permit, only the probe's own permit releases; by name, whatever probe is in
+    /// flight is released, as a success by name is taken for the probe's.
+    #[inline(never)]
+    fn release_no_verdict(&self, e: &Entry, report: &CallReport<'_>) -> Option<Recorded> {
+        if e.breaker.closed_generation().is_some() {
+            return None; // no probe in flight
+        }
+        let generation = match report.generation {
+            Some(g) if report.probe => Some(g),
+            Some(_) => return None,
+            None => None,
+        };
+        let recorded = e.breaker.release(generation, self.now_step());
+        (!recorded.is_empty()).then_some(recorded)
     }
 
     #[cold]
@@ -249,7 +296,7 @@ impl ToolHealthRegistry {
         if !permit.probe {
             return Recorded::default();
         }
-        let recorded = e.breaker.release(permit.generation, self.now_ticks());
+        let recorded = e.breaker.release(Some(permit.generation), self.now_step());
         self.notify_transitions(tool, &recorded);
         recorded
     }

@@ -315,3 +315,103 @@ fn a_numeric_retry_after_field_with_a_custom_name() {
         }
     );
 }
+
+#[test]
+fn a_retry_after_hint_is_a_floor_later_failures_only_extend_it() {
+    // Threshold 1, cooldown 30 s, lease 10 s.
+    let (r, clock) = setup(1, 30 * SEC);
+    r.record_report(
+        "t",
+        &CallReport::new(CallOutcome::Failure, MS).retry_after(600 * SEC),
+    );
+    clock.advance(SEC);
+    // A failure without a hint, one second later: its own cooldown would end at 31 s.
+    r.record_failure("t", MS);
+    clock.advance(30 * SEC); // 31 s
+    let refused = GateDecision::Refused {
+        retry_after: 569 * SEC,
+    };
+    assert_eq!(r.check("t"), refused, "still open until the hinted 600 s");
+    assert_eq!(r.unavailable_tools()[0].retry_after, 569 * SEC);
+    clock.advance(569 * SEC - MS);
+    assert!(!r.allow_request("t"));
+    clock.advance(MS); // 600 s
+    assert!(matches!(r.check("t"), GateDecision::Probe(_)));
+
+    // A later failure extends the open period past a hint: the floor is a floor, not a cap.
+    let (r, clock) = setup(1, 30 * SEC);
+    r.record_report(
+        "u",
+        &CallReport::new(CallOutcome::Failure, MS).retry_after(60 * SEC),
+    );
+    clock.advance(50 * SEC);
+    r.record_failure("u", MS); // cooldown to 80 s, past the hinted 60 s
+    assert_eq!(
+        r.check("u"),
+        GateDecision::Refused {
+            retry_after: 30 * SEC
+        }
+    );
+}
+
+#[test]
+fn closing_the_breaker_starts_a_fresh_failure_rate_window() {
+    let (r, clock) = setup(1, 30 * SEC);
+    r.set_default_policy(ToolPolicy {
+        breaker: CircuitBreakerConfig {
+            failure_threshold: 1,
+            recovery_duration: 30 * SEC,
+            probe_timeout: 10 * SEC,
+        },
+        trip: TripPolicy::FailureRate {
+            ratio: 0.5,
+            min_calls: 4,
+            window: 60 * SEC,
+        },
+        ..ToolPolicy::default()
+    });
+    for _ in 0..4 {
+        r.record_failure("t", MS);
+    }
+    assert_eq!(r.breaker_state("t"), BreakerState::Open, "4 of 4 failed");
+    clock.advance(30 * SEC);
+    assert!(matches!(r.check("t"), GateDecision::Probe(_)));
+    r.record_success("t", MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Closed);
+    clock.advance(SEC);
+    // The four failures that opened it are 31 s old, inside the 60 s window, but they
+    // belong to the episode that ended: one failure is 1 call < min_calls.
+    r.record_failure("t", MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Closed);
+    // The fresh window trips on its own numbers.
+    for _ in 0..3 {
+        r.record_failure("t", MS);
+    }
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+}
+
+#[test]
+fn a_failure_rate_window_counts_every_call_of_its_length() {
+    // Window 8 s: eight buckets of 1 s and the one being filled.
+    let (r, clock) = setup(1, 30 * SEC);
+    r.set_default_policy(ToolPolicy {
+        trip: TripPolicy::FailureRate {
+            ratio: 0.5,
+            min_calls: 4,
+            window: 8 * SEC,
+        },
+        ..ToolPolicy::default()
+    });
+    clock.advance(500 * MS);
+    for _ in 0..2 {
+        r.record_failure("t", MS); // at 0.5 s
+    }
+    clock.advance(7_900 * MS); // 8.4 s: those failures are 7.9 s old, inside the window
+    r.record_success("t", MS);
+    r.record_failure("t", MS); // 3 of 4 calls in the window failed
+    assert_eq!(
+        r.breaker_state("t"),
+        BreakerState::Open,
+        "a window that kept only 7 full buckets forgot the 7.9 s old failures"
+    );
+}

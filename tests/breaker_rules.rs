@@ -537,3 +537,124 @@ fn a_lagging_coarse_reading_keeps_the_breaker_open_at_most_its_lag_never_less() 
     assert!(!r.allow_request("t"));
     assert_eq!(r.snapshot("t").unwrap().refused_count, 4);
 }
+
+#[test]
+fn a_probe_ending_in_a_caller_error_is_given_back_at_once() {
+    for lease in [Duration::ZERO, 10 * SEC] {
+        // Through the probe's permit.
+        let (r, clock) = registry(1, 30 * SEC, lease);
+        r.record_failure("t", MS);
+        clock.advance(30 * SEC);
+        let probe = r.check("t").permit().expect("the probe");
+        assert!(probe.is_probe());
+        clock.advance(SEC);
+        r.record_with_permit("t", probe, CallOutcome::Ignored, MS);
+        // Before: half-open for good without a lease, refused for lease + cooldown with one.
+        assert!(r.is_tool_available("t"), "lease {lease:?}");
+        assert!(
+            matches!(r.check("t"), GateDecision::Probe(_)),
+            "lease {lease:?}"
+        );
+        let s = r.snapshot("t").unwrap();
+        assert_eq!(
+            (s.ignored_count, s.failure_count, s.consecutive_failures),
+            (1, 1, 1)
+        );
+
+        // By name: a caller error while half-open is taken for the probe's, as a success is.
+        let (r, clock) = registry(1, 30 * SEC, lease);
+        r.record_failure("t", MS);
+        clock.advance(30 * SEC);
+        assert!(r.allow_request("t"));
+        r.record_report("t", &CallReport::new(CallOutcome::Ignored, MS));
+        assert!(
+            r.allow_request("t"),
+            "lease {lease:?}: the next call probes"
+        );
+
+        // An ordinary permit's caller error gives nothing back: it held no probe.
+        let (r, clock) = registry(1, 30 * SEC, lease);
+        let admitted = r.check("t").permit().unwrap();
+        r.record_failure("t", MS);
+        clock.advance(30 * SEC);
+        assert!(r.allow_request("t")); // someone else's probe
+        r.record_with_permit("t", admitted, CallOutcome::Ignored, MS);
+        assert!(!r.is_tool_available("t"), "the live probe is untouched");
+    }
+}
+
+#[test]
+fn unavailable_tools_reports_the_gates_retry_after() {
+    // Lease 10 s: a probe granted at 30 s; at 31 s another caller is refused until the lease's
+    // end plus a cooldown (71 s), and so says the list.
+    let (r, clock) = registry(1, 30 * SEC, 10 * SEC);
+    r.record_failure("t", MS);
+    clock.advance(30 * SEC);
+    assert!(r.allow_request("t"));
+    clock.advance(SEC);
+    let gate = r.check("t");
+    assert_eq!(
+        gate,
+        GateDecision::Refused {
+            retry_after: 39 * SEC
+        }
+    );
+    let listed = &r.unavailable_tools()[0];
+    assert_eq!(listed.breaker, BreakerState::HalfOpen);
+    assert_eq!(listed.retry_after, 39 * SEC, "was the lease's end: 9 s");
+    assert_eq!(r.snapshot("t").unwrap().retry_after, Some(39 * SEC));
+
+    // No lease: the gate says a cooldown, and so does the list (it said `Duration::MAX`).
+    let (r, clock) = registry(1, 30 * SEC, Duration::ZERO);
+    r.record_failure("t", MS);
+    clock.advance(30 * SEC);
+    assert!(r.allow_request("t"));
+    clock.advance(SEC);
+    assert_eq!(
+        r.check("t"),
+        GateDecision::Refused {
+            retry_after: 30 * SEC
+        }
+    );
+    assert_eq!(r.unavailable_tools()[0].retry_after, 30 * SEC);
+    assert_eq!(r.snapshot("t").unwrap().retry_after, Some(30 * SEC));
+}
+
+#[test]
+fn a_cooldown_never_ends_early_whatever_the_sub_millisecond_instant() {
+    let (r, clock) = registry(1, 30 * SEC, 10 * SEC);
+    clock.advance(Duration::from_micros(999));
+    r.record_failure("t", MS); // at 0.999 ms: the cooldown ends at exactly 30.000999 s
+    clock.set(30 * SEC);
+    assert!(!r.is_tool_available("t"), "30 s is 0.999 ms early");
+    assert!(!r.allow_request("t"));
+    clock.set(30 * SEC + Duration::from_nanos(998_999));
+    assert!(!r.allow_request("t"), "1 ns early");
+    clock.set(30 * SEC + MS); // at most one tick late
+    assert!(matches!(r.check("t"), GateDecision::Probe(_)));
+    // The probe was granted at 30.001 s exactly: its lease ends at 40.001 s, not before.
+    clock.set(40 * SEC + Duration::from_micros(999));
+    assert_eq!(r.breaker_state("t"), BreakerState::HalfOpen);
+    clock.set(40 * SEC + MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+
+    // A probe granted between ticks: its lease counts from the grant rounded up.
+    let (r, clock) = registry(1, 30 * SEC, 10 * SEC);
+    r.record_failure("t", MS);
+    clock.set(30 * SEC + Duration::from_micros(500));
+    assert!(r.allow_request("t"));
+    clock.set(40 * SEC + Duration::from_micros(999));
+    assert_eq!(
+        r.breaker_state("t"),
+        BreakerState::HalfOpen,
+        "the lease's exact end is 40.0005 s"
+    );
+
+    // An isolation until a sub-millisecond instant lapses no sooner than that instant.
+    let (r, clock) = registry(1, 30 * SEC, 10 * SEC);
+    r.force_open_until("t", Duration::from_micros(1_500));
+    clock.set(MS);
+    assert!(!r.allow_request("t"), "1 ms is 0.5 ms early");
+    clock.set(2 * MS);
+    assert!(r.allow_request("t"));
+}

@@ -49,11 +49,16 @@ fn force_open_refuses_until_released_and_survives_config_swaps() {
     );
     assert_eq!(
         r.breaker_state("t"),
-        BreakerState::Closed,
-        "the breaker is untouched"
+        BreakerState::Open,
+        "an isolated tool reads open"
     );
     assert!(r.unavailable_tools()[0].forced);
     r.release_control("t");
+    assert_eq!(
+        r.breaker_state("t"),
+        BreakerState::Closed,
+        "the breaker underneath was untouched"
+    );
     assert!(r.allow_request("t"));
     assert_eq!(r.snapshot("t").unwrap().refused_count, 1);
 }
@@ -239,4 +244,125 @@ proptest! {
             }
         }
     }
+}
+
+/// One call a second for 120 s to a tool that is down until 40 s (threshold 1, cooldown 30 s,
+/// lease 10 s), on an enforcing registry and on one in shadow mode (or force-closed), in
+/// lockstep: the breakers must move alike, second by second.
+fn shadow_lockstep(control: impl Fn(&ToolHealthRegistry), by_permit: bool) -> (u64, u64) {
+    let (enforced, clock) = setup(1, 30 * SEC);
+    let shadowed = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .config(enforced.config())
+        .build();
+    control(&shadowed);
+    let call = |r: &ToolHealthRegistry, second: u64| {
+        let ok = second >= 40;
+        let outcome = if ok {
+            CallOutcome::Success
+        } else {
+            CallOutcome::Failure
+        };
+        let decision = r.check("t");
+        match (decision.permit(), by_permit) {
+            (Some(p), true) => {
+                r.record_with_permit("t", p, outcome, MS);
+            }
+            (Some(_), false) if ok => {
+                r.record_success("t", MS);
+            }
+            (Some(_), false) => {
+                r.record_failure("t", MS);
+            }
+            (None, _) => {}
+        }
+    };
+    for second in 0..120 {
+        call(&enforced, second);
+        call(&shadowed, second);
+        assert_eq!(
+            shadowed.breaker_state("t"),
+            enforced.breaker_state("t"),
+            "second {second}"
+        );
+        clock.advance(SEC);
+    }
+    let (e, s) = (
+        enforced.snapshot("t").unwrap(),
+        shadowed.snapshot("t").unwrap(),
+    );
+    assert_eq!(s.refused_count, 0, "nothing is refused under the control");
+    assert_eq!(s.consecutive_failures, e.consecutive_failures);
+    (e.refused_count, s.shadow_refused_count)
+}
+
+#[test]
+fn shadow_mode_moves_the_breaker_exactly_as_enforcement() {
+    for by_permit in [true, false] {
+        let (enforced, shadow) = shadow_lockstep(|r| assert!(r.set_shadow("t", true)), by_permit);
+        assert_eq!(enforced, 58, "by permit: {by_permit}");
+        assert_eq!(
+            shadow, 58,
+            "was 68: would-be refusals restarted the cooldown"
+        );
+    }
+}
+
+#[test]
+fn force_closed_runs_the_breakers_own_machine_probe_included() {
+    for by_permit in [true, false] {
+        let (enforced, would_be) = shadow_lockstep(|r| assert!(r.force_closed("t")), by_permit);
+        assert_eq!((enforced, would_be), (58, 58), "by permit: {by_permit}");
+    }
+    // The case: a tool force-closed after its breaker opened, then 600 successes.
+    let (r, clock) = setup(1, 30 * SEC);
+    r.force_closed("t");
+    r.record_failure("t", MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+    for _ in 0..600 {
+        assert!(r.allow_request("t"));
+        r.record_success("t", MS);
+        clock.advance(SEC);
+    }
+    let s = r.snapshot("t").unwrap();
+    assert_eq!(
+        s.breaker,
+        BreakerState::Closed,
+        "was open after 600 successes"
+    );
+    assert_eq!(s.status, tool_health::HealthStatus::Healthy);
+    assert_eq!(
+        s.shadow_refused_count, 30,
+        "what it would have refused before its probe"
+    );
+    r.release_control("t");
+    assert!(r.allow_request("t"));
+}
+
+#[test]
+fn a_forced_open_tool_reads_open_and_unhealthy() {
+    let (r, clock) = setup(3, 30 * SEC);
+    r.record_success("t", MS);
+    r.force_open_for("t", 60 * SEC);
+    let s = r.snapshot("t").unwrap();
+    assert_eq!(
+        s.breaker,
+        BreakerState::Open,
+        "was closed while every call was refused"
+    );
+    assert_eq!(
+        s.status,
+        tool_health::HealthStatus::Unhealthy,
+        "was healthy"
+    );
+    assert_eq!(s.retry_after, Some(60 * SEC));
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+    assert_eq!(
+        r.get_health_status("t"),
+        tool_health::HealthStatus::Unhealthy
+    );
+    assert_eq!(r.unavailable_tools()[0].breaker, BreakerState::Open);
+    clock.advance(60 * SEC); // lapsed: the breaker's own state shows again
+    assert_eq!(r.breaker_state("t"), BreakerState::Closed);
+    assert_eq!(r.get_health_status("t"), tool_health::HealthStatus::Healthy);
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
+use tool_health::{
+    BreakerState, CallOutcome, CircuitBreakerConfig, ManualClock, ToolHealthRegistry,
+};
 
 const MS: Duration = Duration::from_millis(1);
 const MIN: Duration = Duration::from_secs(60);
@@ -216,4 +218,92 @@ fn a_handle_on_an_evicted_tool_follows_the_live_entry() {
     assert!(!h.allow_request(), "the handle sees the live, open breaker");
     assert!(!h.is_tool_available());
     assert_eq!(r.snapshot("t").unwrap().failure_count, 1);
+}
+
+/// An evictable registry (threshold 2, cooldown 30 s, lease 10 s) whose tool `t` tripped and
+/// recovered once (so its entry's generation is past its first), then was evicted; and a handle
+/// on `t` taken before the eviction.
+fn evicted_after_an_episode() -> (
+    Arc<ToolHealthRegistry>,
+    ManualClock,
+    tool_health::ToolHandle,
+) {
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        ToolHealthRegistry::builder()
+            .clock(clock.clone())
+            .evictable()
+            .config(CircuitBreakerConfig {
+                failure_threshold: 2,
+                recovery_duration: Duration::from_secs(30),
+                probe_timeout: Duration::from_secs(10),
+            })
+            .build(),
+    );
+    let h = r.handle("t").unwrap();
+    h.record_failure(MS);
+    h.record_failure(MS);
+    clock.advance(Duration::from_secs(30));
+    let probe = h.check().permit().unwrap();
+    h.record_with_permit(probe, CallOutcome::Success, MS);
+    assert_eq!(h.breaker_state(), BreakerState::Closed);
+    clock.advance(MIN);
+    assert_eq!(r.evict_idle(Duration::ZERO), 1);
+    assert!(r.snapshot("t").is_none());
+    (r, clock, h)
+}
+
+#[test]
+fn a_handle_kept_across_eviction_follows_its_tool_and_generations_never_alias() {
+    // By permit: the trip comes at the threshold, not a threshold late.
+    let (r, clock, h) = evicted_after_an_episode();
+    let before = h.check().permit().unwrap();
+    for _ in 0..2 {
+        let p = h.check().permit().expect("closed: admitted");
+        assert_eq!(p.generation(), before.generation());
+        h.record_with_permit(p, CallOutcome::Failure, MS);
+    }
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+    assert!(!h.allow_request(), "the handle sees the live, open breaker");
+    assert_eq!(h.breaker_state(), BreakerState::Open);
+    // The successor's next episodes never take an old permit's result for theirs.
+    clock.advance(Duration::from_secs(30));
+    let probe = h.check().permit().expect("the probe");
+    assert!(probe.is_probe() && probe.generation() > before.generation());
+    h.record_with_permit(before, CallOutcome::Success, MS); // a pre-trip call's late success
+    assert_eq!(
+        r.breaker_state("t"),
+        BreakerState::HalfOpen,
+        "stale: ignored"
+    );
+    h.record_with_permit(probe, CallOutcome::Success, MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Closed);
+
+    // Through the layer: ten failing calls gated by the old handle trip at 2, then refuse.
+    let (r, _clock, h) = evicted_after_an_episode();
+    let layer = tool_health::ToolHealthLayer::new(r.clone());
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::layer::SubscriberExt::with(
+        tracing_subscriber::registry(),
+        layer,
+    ));
+    tracing::dispatcher::with_default(&dispatch, || {
+        for _ in 0..10 {
+            let span = tracing::info_span!(
+                "execute_tool t",
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = "t",
+            );
+            let _entered = span.enter();
+            if h.allow_request() {
+                tracing::error!("down");
+            }
+        }
+    });
+    let s = r.snapshot("t").unwrap();
+    assert_eq!(
+        s.breaker,
+        BreakerState::Open,
+        "was still closed after 10 failures"
+    );
+    assert_eq!((s.failure_count, s.refused_count), (2, 8));
 }

@@ -72,9 +72,12 @@ fn a_probe_bound_to_its_span_is_not_closed_by_an_older_spans_success() {
             clock.advance(Duration::from_secs(30));
             let probe = tool_span!("db");
             probe.in_scope(|| {
-                assert!(matches!(registry.check("db"), GateDecision::Probe(_)));
-                // The probe holder asking again keeps its probe.
-                assert!(!registry.allow_request("db"));
+                let GateDecision::Probe(permit) = registry.check("db") else {
+                    panic!("the cooldown elapsed: probe");
+                };
+                // The probe holder asking again is the same call: it is answered its own
+                // probe, not refused by it.
+                assert_eq!(registry.check("db"), GateDecision::Probe(permit));
             });
             // The old call's success arrives: counted, but it cannot close the new episode.
             drop(old);
@@ -91,7 +94,7 @@ fn a_probe_bound_to_its_span_is_not_closed_by_an_older_spans_success() {
                 "{stack:?}"
             );
         });
-        assert_eq!(calls(&registry, "db"), (2, 1, 0, 1), "{stack:?}");
+        assert_eq!(calls(&registry, "db"), (2, 1, 0, 0), "{stack:?}");
     }
 }
 
@@ -182,5 +185,176 @@ fn the_gate_of_another_registry_is_not_bound() {
         // The span was not refused as far as `watched` knows: it records a success.
         assert_eq!(calls(&watched, "db"), (1, 0, 0, 0), "{stack:?}");
         assert_eq!(calls(&other, "db"), (0, 1, 0, 1), "{stack:?}");
+    }
+}
+
+#[test]
+fn a_probe_span_ending_in_a_caller_error_gives_the_probe_back() {
+    for stack in ALL_STACKS {
+        let (clock, registry) = new_registry(1);
+        registry.record_failure("db", Duration::ZERO);
+        clock.advance(Duration::from_secs(30));
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            let span = tool_span!("db");
+            span.in_scope(|| assert!(matches!(registry.check("db"), GateDecision::Probe(_))));
+            span.record("error.type", "invalid_arguments"); // the model's fault
+        });
+        // The probe made no verdict on the tool: the next call may probe, now.
+        assert!(registry.is_tool_available("db"), "{stack:?}");
+        assert_eq!(calls(&registry, "db"), (0, 1, 1, 0), "{stack:?}");
+    }
+}
+
+#[test]
+fn another_tools_refusal_never_takes_the_spans_own_probe() {
+    for stack in ALL_STACKS {
+        let (clock, registry) = new_registry(1);
+        registry.record_failure("research", Duration::ZERO);
+        registry.record_failure("search", Duration::ZERO);
+        clock.advance(Duration::from_secs(30));
+        let _elsewhere = registry.check_detached("search"); // search's probe is taken
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            tool_span!("research").in_scope(|| {
+                assert!(matches!(registry.check("research"), GateDecision::Probe(_)));
+                // research asks for a sub-call to search, which is refused.
+                assert!(!registry.allow_request("search"));
+            });
+        });
+        // research's probe was not released, and its span's success resolved it.
+        assert_eq!(
+            registry.breaker_state("research"),
+            BreakerState::Closed,
+            "{stack:?}"
+        );
+        assert_eq!(calls(&registry, "research"), (1, 1, 0, 0), "{stack:?}");
+        assert_eq!(calls(&registry, "search"), (0, 1, 0, 1), "{stack:?}");
+    }
+}
+
+#[test]
+fn a_double_gate_is_answered_its_own_probe_and_records_its_outcome() {
+    // A middleware gates the call, then the tool function gates again: one call, one probe.
+    for stack in ALL_STACKS {
+        let (clock, registry) = new_registry(1);
+        registry.record_failure("db", Duration::ZERO);
+        clock.advance(Duration::from_secs(30));
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            let outer = tool_span!("db");
+            let _o = outer.enter();
+            let GateDecision::Probe(permit) = registry.check("db") else {
+                panic!("probe")
+            };
+            // The tool's own span and gate, inside the middleware's.
+            let result = tool_span!("db").in_scope(|| {
+                assert_eq!(registry.check("db"), GateDecision::Probe(permit));
+                if registry.allow_request("db") {
+                    Ok(())
+                } else {
+                    Err(tool_health::REFUSAL_MESSAGE)
+                }
+            });
+            // The middleware reports what the tool returned.
+            if let Err(e) = result {
+                tracing::error!("tool call failed: {e}");
+            }
+        });
+        assert_eq!(
+            registry.breaker_state("db"),
+            BreakerState::Closed,
+            "{stack:?}: the probe succeeded (it was recorded as failed)"
+        );
+        assert_eq!(
+            calls(&registry, "db"),
+            (1, 1, 0, 0),
+            "{stack:?}: one call, one record"
+        );
+    }
+}
+
+/// The README's tool: `#[instrument(err)]`, the gate inside, the refusal returned as the error.
+#[derive(Debug)]
+enum SearchError {
+    Unavailable(&'static str),
+    Upstream,
+}
+impl std::fmt::Display for SearchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable(why) => f.write_str(why),
+            Self::Upstream => f.write_str("upstream down"),
+        }
+    }
+}
+
+#[tracing::instrument(
+    err,
+    skip(registry),
+    fields(gen_ai.operation.name = "execute_tool", gen_ai.tool.name = "search")
+)]
+fn search(registry: &tool_health::ToolHealthRegistry, up: bool) -> Result<u32, SearchError> {
+    if !registry.allow_request("search") {
+        return Err(SearchError::Unavailable(tool_health::REFUSAL_MESSAGE));
+    }
+    if up {
+        Ok(1)
+    } else {
+        Err(SearchError::Upstream)
+    }
+}
+
+/// The same tool whose gate cannot bind (a gate the layer does not see).
+#[tracing::instrument(
+    err,
+    skip(registry),
+    fields(gen_ai.operation.name = "execute_tool", gen_ai.tool.name = "search")
+)]
+fn search_unbound(
+    registry: &tool_health::ToolHealthRegistry,
+    up: bool,
+) -> Result<u32, SearchError> {
+    if !registry.check_detached("search").is_allowed() {
+        return Err(SearchError::Unavailable(tool_health::REFUSAL_MESSAGE));
+    }
+    if up {
+        Ok(1)
+    } else {
+        Err(SearchError::Upstream)
+    }
+}
+
+#[test]
+fn the_gate_binds_through_a_reload_layer() {
+    // One call a second for 120 s to a tool down until 40 s (threshold 1, cooldown 30 s,
+    // lease 10 s), with the layer inside a real `reload::Layer`.
+    for bound in [true, false] {
+        let (clock, registry) = new_registry(1);
+        let (layer, _reload) =
+            tracing_subscriber::reload::Layer::new(ToolHealthLayer::new(registry.clone()));
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::layer::SubscriberExt::with(
+            tracing_subscriber::registry(),
+            layer,
+        ));
+        tracing::dispatcher::with_default(&dispatch, || {
+            for second in 0..120 {
+                let up = second >= 40;
+                let _ = if bound {
+                    search(&registry, up)
+                } else {
+                    search_unbound(&registry, up)
+                };
+                clock.advance(Duration::from_secs(1));
+            }
+        });
+        // As under enforcement: fail at 0 s, refused to 30 s, the probe fails at 30 s, refused
+        // to 60 s, the probe succeeds at 60 s. Before: 120 failures, 119 refusals, open.
+        assert_eq!(
+            calls(&registry, "search"),
+            (60, 2, 0, 58),
+            "bound through the reload layer: {bound}"
+        );
+        assert_eq!(registry.breaker_state("search"), BreakerState::Closed);
     }
 }

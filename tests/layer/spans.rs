@@ -335,3 +335,61 @@ fn a_cloned_layer_feeds_the_same_registry_in_another_subscriber() {
     });
     assert_eq!(calls(&registry, "t"), (1, 1, 0, 0));
 }
+
+/// A tool function instrumented as the README shows, called inside a framework's own tool span
+/// of the same tool.
+#[tracing::instrument(
+    err,
+    skip(registry),
+    fields(gen_ai.operation.name = "execute_tool", gen_ai.tool.name = "lookup")
+)]
+fn lookup(registry: &tool_health::ToolHealthRegistry, up: bool) -> Result<u32, String> {
+    if !registry.allow_request("lookup") {
+        return Err(tool_health::REFUSAL_MESSAGE.to_owned());
+    }
+    if up {
+        Ok(7)
+    } else {
+        Err("upstream down".to_owned())
+    }
+}
+
+fn framework_calls_lookup(registry: &tool_health::ToolHealthRegistry, up: bool) {
+    let span = tracing::info_span!(
+        "execute_tool lookup",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = "lookup",
+        error.type = field::Empty,
+    );
+    let _entered = span.enter();
+    if let Err(e) = lookup(registry, up) {
+        span.record("error.type", "tool_error");
+        tracing::error!(error = %e, "tool call failed");
+    }
+}
+
+#[test]
+fn nested_spans_of_one_tool_are_one_call() {
+    for stack in ALL_STACKS {
+        let (clock, registry) = new_registry(1);
+        let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+        h.run(|| {
+            framework_calls_lookup(&registry, false);
+            assert_eq!(
+                calls(&registry, "lookup"),
+                (0, 1, 0, 0),
+                "{stack:?}: was recorded twice"
+            );
+            clock.advance(Duration::from_secs(1));
+            // One call a second to 120 s, the tool down until 40 s.
+            for second in 1..120 {
+                framework_calls_lookup(&registry, second >= 40);
+                clock.advance(Duration::from_secs(1));
+            }
+        });
+        // As under enforcement. Before: the outer span recorded each refusal as a failure,
+        // restarting the cooldown: never a probe.
+        assert_eq!(calls(&registry, "lookup"), (60, 2, 0, 58), "{stack:?}");
+        assert_eq!(registry.breaker_state("lookup"), BreakerState::Closed);
+    }
+}

@@ -698,3 +698,159 @@ fn shadow_mode_refusals_have_their_own_series_with_enforced_false() {
         .any(|(k, v)| k == "gen_ai.tool.name" && v == "web")
         || !p.attrs.iter().any(|(k, _)| k == "enforced")));
 }
+
+#[test]
+fn a_forced_open_tool_reads_open_in_the_state_gauge() {
+    let h = Harness::new(100);
+    h.registry.record_success("sql", ms(10));
+    h.registry.force_open("sql");
+    let points = h.collect();
+    assert_eq!(states_reading_one(&points, "sql"), ["open"], "was closed");
+    h.registry.release_control("sql");
+    let points = h.collect();
+    assert_eq!(states_reading_one(&points, "sql"), ["closed"]);
+}
+
+/// A reader collected on the test's own thread, so a panic in the SDK's aggregation (a counter
+/// that went down, with delta temporality) fails the test where it happens.
+#[derive(Debug, Clone)]
+struct HandReader(Arc<opentelemetry_sdk::metrics::ManualReader>);
+
+impl opentelemetry_sdk::metrics::reader::MetricReader for HandReader {
+    fn register_pipeline(&self, pipeline: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+        self.0.register_pipeline(pipeline)
+    }
+    fn collect(
+        &self,
+        rm: &mut opentelemetry_sdk::metrics::data::ResourceMetrics,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+    fn temporality(
+        &self,
+        kind: opentelemetry_sdk::metrics::InstrumentKind,
+    ) -> opentelemetry_sdk::metrics::Temporality {
+        self.0.temporality(kind)
+    }
+}
+
+impl HandReader {
+    /// The counter points of one collection: (metric, attributes) → value.
+    fn collect_sums(&self) -> BTreeMap<(String, Attrs), u64> {
+        use opentelemetry_sdk::metrics::reader::MetricReader as _;
+        let mut rm = opentelemetry_sdk::metrics::data::ResourceMetrics::default();
+        self.collect(&mut rm).expect("collect");
+        let mut out = BTreeMap::new();
+        for scope in rm.scope_metrics() {
+            for m in scope.metrics() {
+                if let AggregatedMetrics::U64(MetricData::Sum(s)) = m.data() {
+                    for p in s.data_points() {
+                        out.insert((m.name().to_owned(), attrs(p.attributes())), p.value());
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn exported_counters_never_go_down_across_reset_eviction_and_recreation() {
+    use opentelemetry_sdk::metrics::Temporality;
+    let key = |metric: &str, pairs: &[(&str, &str)]| -> (String, Attrs) {
+        let mut a: Attrs = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        a.insert("gen_ai.tool.name".into(), "flaky_api".into());
+        (metric.to_owned(), a)
+    };
+    let failures = key(CALLS, &[("tool_health.outcome", "failure")]);
+    let successes = key(CALLS, &[("tool_health.outcome", "success")]);
+    let trips = key(
+        TRANSITIONS,
+        &[
+            ("tool_health.breaker.from", "closed"),
+            ("tool_health.breaker.to", "open"),
+        ],
+    );
+    for temporality in [Temporality::Delta, Temporality::Cumulative] {
+        let clock = ManualClock::new();
+        let registry = Arc::new(
+            ToolHealthRegistry::builder()
+                .clock(clock.clone())
+                .evictable()
+                .build(),
+        );
+        let reader = HandReader(Arc::new(
+            opentelemetry_sdk::metrics::ManualReader::builder()
+                .with_temporality(temporality)
+                .build(),
+        ));
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .build();
+        publish_metrics(&registry, &provider.meter("monotonic"));
+        // The exported totals, added up from deltas (or read directly when cumulative).
+        let mut totals: BTreeMap<(String, Attrs), u64> = BTreeMap::new();
+        let mut collect = || {
+            let points = reader.collect_sums();
+            for (k, v) in &points {
+                match temporality {
+                    Temporality::Delta => *totals.entry(k.clone()).or_default() += v,
+                    _ => {
+                        let before = totals.insert(k.clone(), *v).unwrap_or(0);
+                        assert!(*v >= before, "{temporality:?} {k:?}: {before} → {v}");
+                    }
+                }
+            }
+            (totals.clone(), points)
+        };
+
+        for _ in 0..3 {
+            registry.record_failure("flaky_api", ms(5)); // the third trips
+        }
+        let (t, _) = collect();
+        assert_eq!((t[&failures], t[&trips]), (3, 1), "{temporality:?}");
+
+        // A reset zeroes what snapshots read, not the exported counters.
+        registry.reset("flaky_api");
+        assert_eq!(registry.snapshot("flaky_api").unwrap().failure_count, 0);
+        registry.record_failure("flaky_api", ms(5));
+        let (t, _) = collect(); // delta: was a panic in a debug build, 2^64 - 2 in release
+        assert_eq!(t[&failures], 4, "{temporality:?}");
+
+        // Evicted and tracked again before the next collection: the series continue.
+        registry.record_success("flaky_api", ms(5)); // fresh-equivalent again
+        let (t, _) = collect();
+        assert_eq!(t[&successes], 1, "{temporality:?}");
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(registry.evict_idle(Duration::ZERO), 1);
+        registry.record_success("flaky_api", ms(5)); // a fresh entry
+        let (t, _) = collect();
+        assert_eq!(
+            (t[&failures], t[&successes], t[&trips]),
+            (4, 2, 1),
+            "{temporality:?}: continued from the evicted entry"
+        );
+
+        // Evicted and absent from a collection: its series ended; a comeback starts anew.
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(registry.evict_idle(Duration::ZERO), 1);
+        let (_, points) = collect();
+        assert!(
+            !points.contains_key(&failures),
+            "{temporality:?}: the series ended"
+        );
+        registry.record_success("flaky_api", ms(5));
+        let points = reader.collect_sums();
+        assert_eq!(points[&successes], 1, "{temporality:?}: a new series");
+        assert_eq!(points[&failures], 0);
+    }
+}

@@ -15,6 +15,15 @@ use tool_health::{publish_metrics, CallOutcome, CallReport, ToolHealthRegistry};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
+/// The allocator counts every thread: the tests of this binary run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn allocations_during(f: impl FnOnce()) -> usize {
     let region = Region::new(GLOBAL);
     f();
@@ -23,6 +32,7 @@ fn allocations_during(f: impl FnOnce()) -> usize {
 
 #[test]
 fn a_success_on_a_known_tool_allocates_nothing_with_metrics_published() {
+    let _serial = serial();
     let registry = Arc::new(ToolHealthRegistry::new());
     let exporter = InMemoryMetricExporter::default();
     let reader = PeriodicReader::builder(exporter)
@@ -56,4 +66,47 @@ fn a_success_on_a_known_tool_allocates_nothing_with_metrics_published() {
         );
     });
     assert_eq!(n, 0, "allocations on a failure without error.type");
+}
+
+#[test]
+fn the_tool_name_cache_stays_bounded_by_the_live_tools_under_eviction() {
+    let _serial = serial();
+    // 30,000 tools come and go, at most 100 tracked at a time; metrics published, never
+    // collected (the case where nothing else prunes).
+    let clock = tool_health::ManualClock::new();
+    let registry = Arc::new(
+        ToolHealthRegistry::builder()
+            .clock(clock.clone())
+            .max_tools(100)
+            .evict_idle_after(Duration::from_secs(60))
+            .build(),
+    );
+    let exporter = InMemoryMetricExporter::default();
+    let reader = PeriodicReader::builder(exporter)
+        .with_interval(Duration::from_secs(3600))
+        .build();
+    let provider = SdkMeterProvider::builder().with_reader(reader).build();
+    publish_metrics(&registry, &provider.meter("churn"));
+    let churn = |from: usize, to: usize| {
+        for i in from..to {
+            registry.record_success(&format!("tool-{i}"), Duration::from_millis(1));
+            if i % 50 == 49 {
+                clock.advance(Duration::from_secs(60));
+                registry.evict_idle(Duration::from_secs(60));
+            }
+        }
+    };
+    // Warm up past the SDK's own cardinality limit (2,000 series per instrument), whose
+    // series are the SDK's memory, bounded by that limit.
+    churn(0, 15_000);
+    let region = Region::new(GLOBAL);
+    churn(15_000, 30_000);
+    let change = region.change();
+    let grown = change.bytes_allocated as i64 - change.bytes_deallocated as i64;
+    assert!(registry.tracked_tools() <= 100);
+    // Was 5.8 MB over 30,000 tools (≈ 190 bytes per name ever seen): ≈ 2.9 MB for this half.
+    assert!(
+        grown < 64 * 1024,
+        "the heap grew by {grown} bytes over 15,000 tools"
+    );
 }

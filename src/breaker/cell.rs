@@ -20,7 +20,7 @@ use crate::policy::{RateWindow, ToolPolicy, TripPolicy};
 use crate::ticks::{Now, Ticks};
 
 use super::step::{effective, step, Effective, Event, FailureFacts, Step, Timing};
-use super::word::{next_gen, Word, CLOSED, HALF_OPEN, OPEN};
+use super::word::{next_gen, Word, CLOSED, OPEN};
 use super::{BreakerState, Recorded, Transition, TransitionReason};
 
 /// One tool's breaker (see the module docs).
@@ -304,22 +304,26 @@ impl Breaker {
             .as_ref()
             .map_or(Ticks::ZERO, |b| Ticks::span(b.stable_after));
         let closed_at = Ticks::new(self.history.load(Ordering::Relaxed) & HISTORY_CLOSED_MASK);
-        // The backoff level an opening from this word would have.
+        let facts = FailureFacts { trips, not_before };
+        let base = self.timing(&p);
+        // The backoff level an opening from this word would have, from its state at `now`: a
+        // half-open word whose lease expired is open whether or not a gate call has written
+        // the expiry yet, so the level never depends on who looked first.
         let opening_level = |w: Word| -> u32 {
             if p.backoff.is_none() {
                 return 0;
             }
-            match w.state {
-                CLOSED if !closed_at.is_never() && now.saturating_sub(closed_at) < stable_after => {
+            match effective(w, now, &base) {
+                Effective::Closed
+                    if !closed_at.is_never() && now.saturating_sub(closed_at) < stable_after =>
+                {
                     level.saturating_add(1)
                 }
-                CLOSED => 0,
-                HALF_OPEN => level.saturating_add(1),
-                _ => level,
+                Effective::Closed => 0,
+                Effective::HalfOpen { .. } => level.saturating_add(1),
+                Effective::Open { .. } => level,
             }
         };
-        let facts = FailureFacts { trips, not_before };
-        let base = self.timing(&p);
         self.apply(
             w,
             clock,
@@ -482,6 +486,37 @@ mod tests {
             b.word.store(w.encode(), Ordering::Relaxed);
             assert_eq!(b.refusal_while_open(|| Ticks::new(20_000)), None, "{w:?}");
         }
+    }
+
+    #[test]
+    fn a_failure_after_an_expired_lease_opens_at_the_same_backoff_level_whoever_looked_first() {
+        use crate::policy::Backoff;
+        // Cooldown 10 s doubling, lease 5 s; trip at 0, probe at 10 s, lease ends at 15 s.
+        let opened_for = |settle_first: bool| {
+            let b = Breaker::new(Arc::new(ToolPolicy {
+                breaker: CircuitBreakerConfig {
+                    failure_threshold: 1,
+                    recovery_duration: Duration::from_secs(10),
+                    probe_timeout: Duration::from_secs(5),
+                },
+                backoff: Some(Backoff::default()),
+                ..ToolPolicy::default()
+            }));
+            let at = |ms| Now::exact(Ticks::new(ms));
+            b.on_failure(None, at(0), Ticks::ZERO);
+            assert!(b.acquire(|| at(10_000)).0.is_allowed());
+            if settle_first {
+                // A gate call after the expiry writes it into the word.
+                assert!(!b.acquire(|| at(16_000)).0.is_allowed());
+            }
+            b.on_failure(None, at(17_000), Ticks::ZERO);
+            match b.peek(|| at(17_000)) {
+                GateDecision::Refused { retry_after } => retry_after,
+                d => panic!("{d:?}"),
+            }
+        };
+        assert_eq!(opened_for(true), opened_for(false));
+        assert_eq!(opened_for(false), Duration::from_secs(10));
     }
 
     #[test]

@@ -1,12 +1,18 @@
 //! One tracked tool: its name, stats, breaker, operator control and eviction mark.
 
+#[cfg(all(test, tool_health_loom))]
+use loom::sync::atomic::AtomicU64 as SeenAtomic;
+#[cfg(not(all(test, tool_health_loom)))]
+use std::sync::atomic::AtomicU64 as SeenAtomic;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::breaker::{Breaker, BreakerState};
+use crate::breaker::{Breaker, BreakerState, Effective};
+use crate::call::{GateDecision, Permit};
 use crate::control::Control;
 use crate::policy::ToolPolicy;
 use crate::stats::{StatsSnapshot, ToolStats};
+use crate::ticks::Ticks;
 
 use super::index::Named;
 
@@ -21,7 +27,7 @@ pub(crate) struct Entry {
     pub(crate) breaker: Breaker,
     pub(crate) control: Control,
     /// The sweep epoch in which the entry was last recorded; [`RETIRED`] once evicted.
-    pub(super) seen: AtomicU64,
+    pub(super) seen: SeenAtomic,
     /// Slow-call threshold in nanoseconds (`u64::MAX`: off), mirrored from the policy so the
     /// record path reads one atomic instead of the policy.
     pub(super) slow_call_ns: AtomicU64,
@@ -44,7 +50,7 @@ impl Entry {
             slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
             breaker: Breaker::starting_at(policy, generation),
             control: Control::default(),
-            seen: AtomicU64::new(epoch),
+            seen: SeenAtomic::new(epoch),
         }
     }
 
@@ -52,6 +58,64 @@ impl Entry {
     #[inline(always)]
     pub(super) fn is_retired(&self) -> bool {
         self.seen.load(Ordering::Relaxed) == RETIRED
+    }
+
+    /// The gate's fast path: no control (and not retired: retiring sets a bit in the control
+    /// word) and a closed breaker admit on two loads. `None`: the slow path decides.
+    #[inline(always)]
+    pub(super) fn admit_fast(&self) -> Option<GateDecision> {
+        if self.control.raw() != 0 {
+            return None;
+        }
+        self.breaker
+            .closed_generation()
+            .map(|generation| GateDecision::Allowed(Permit::admitted(generation)))
+    }
+
+    /// Marks the entry seen in sweep epoch `epoch`, after a record's work; `false` if the
+    /// evictor retired it. The entry side of the handshake `ToolHealthRegistry::touch`
+    /// describes.
+    #[inline(always)]
+    pub(super) fn touch_epoch(&self, epoch: u64) -> bool {
+        let mut seen = self.seen.load(Ordering::SeqCst);
+        while seen != epoch {
+            if seen == RETIRED {
+                return false;
+            }
+            match self
+                .seen
+                .compare_exchange_weak(seen, epoch, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(actual) => seen = actual,
+            }
+        }
+        true
+    }
+
+    /// What the evictor takes for a fresh tool at `now`: breaker closed, no consecutive
+    /// failures, no control. The control is read `SeqCst`: setting one is a record's work in
+    /// the eviction handshake.
+    pub(super) fn fresh_equivalent(&self, now: Ticks) -> bool {
+        self.breaker.effective(now) == Effective::Closed
+            && self.breaker.consecutive_failures() == 0
+            && self.control.raw_for_eviction() == 0
+    }
+
+    /// The evictor claims the entry if it was last seen in epoch `seen`: no record lands in it
+    /// from then on, and its gate leaves the fast path (the retired bit in the control word)
+    /// so a handle on it follows its tool to the live entry. `false`: a record touched it
+    /// meanwhile, the entry stays.
+    pub(super) fn retire(&self, seen: u64) -> bool {
+        if self
+            .seen
+            .compare_exchange(seen, RETIRED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return false;
+        }
+        self.control.retire();
+        true
     }
 
     pub(super) fn set_policy(&self, policy: Arc<ToolPolicy>) {

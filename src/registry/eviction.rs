@@ -5,10 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use crate::breaker::Effective;
 use crate::ticks::Ticks;
 
-use super::entry::{Entry, RETIRED};
+use super::entry::Entry;
 use super::names::NameIndex;
 use super::ToolHealthRegistry;
 
@@ -56,21 +55,7 @@ impl ToolHealthRegistry {
         if !self.evicting {
             return true; // nothing is ever retired
         }
-        let epoch = self.sweep_epoch.load(Ordering::SeqCst);
-        let mut seen = e.seen.load(Ordering::SeqCst);
-        while seen != epoch {
-            if seen == RETIRED {
-                return false;
-            }
-            match e
-                .seen
-                .compare_exchange_weak(seen, epoch, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => return true,
-                Err(actual) => seen = actual,
-            }
-        }
-        true
+        e.touch_epoch(self.sweep_epoch.load(Ordering::SeqCst))
     }
 
     /// A tool's first sight: creates its entry under the insert lock, or `None` past the cap
@@ -198,21 +183,9 @@ impl ToolHealthRegistry {
         let mut evicted = 0;
         for (name, e) in map.iter() {
             let seen = e.seen.load(Ordering::SeqCst);
-            // The control is read SeqCst: setting one is a record's work in the handshake.
-            let fresh_equivalent = e.breaker.effective(now) == Effective::Closed
-                && e.breaker.consecutive_failures() == 0
-                && e.control.raw_for_eviction() == 0;
-            if seen < threshold
-                && fresh_equivalent
-                && e.seen
-                    .compare_exchange(seen, RETIRED, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-            {
-                // A handle's gate leaves its fast path for this entry from now on and follows
-                // its tool. The entry was closed when won: its generation is its last
-                // episode's, and the successor (created under this lock, later) starts there
-                // or beyond.
-                e.control.retire();
+            if seen < threshold && e.fresh_equivalent(now) && e.retire(seen) {
+                // The entry was closed when won: its generation is its last episode's, and
+                // the successor (created under this lock, later) starts there or beyond.
                 self.generation_floor
                     .fetch_max(e.breaker.generation(), Ordering::Relaxed);
                 map.remove(name);

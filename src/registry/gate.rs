@@ -76,10 +76,8 @@ impl ToolHealthRegistry {
             return self.untracked_decision();
         };
         // No control and a Closed breaker: admitted on two loads, no clock read, no write.
-        if e.control.raw() == 0 {
-            if let Some(generation) = e.breaker.closed_generation() {
-                return GateDecision::Allowed(Permit::admitted(generation));
-            }
+        if let Some(decision) = e.admit_fast() {
+            return decision;
         }
         self.check_slow(tool, e)
     }

@@ -14,7 +14,7 @@ use loom::thread;
 
 use crate::call::GateDecision;
 use crate::policy::{CircuitBreakerConfig, ToolPolicy};
-use crate::ticks::Ticks;
+use crate::ticks::{Now, Ticks};
 
 use super::cell::Breaker;
 use super::{BreakerState, Recorded};
@@ -27,8 +27,8 @@ fn breaker(threshold: u32, lease_ms: u64) -> Breaker {
     })))
 }
 
-fn t(ms: u64) -> Ticks {
-    Ticks::new(ms)
+fn t(ms: u64) -> Now {
+    Now::exact(Ticks::new(ms))
 }
 
 fn probe_generation(a: &(GateDecision, Recorded)) -> Option<u32> {
@@ -51,7 +51,7 @@ fn one_probe_per_episode() {
             .collect();
         let probes: Vec<_> = hs.into_iter().filter_map(|h| h.join().unwrap()).collect();
         assert_eq!(probes.len(), 1, "exactly one probe: {probes:?}");
-        assert_eq!(b.effective(t(10)).state(), BreakerState::HalfOpen);
+        assert_eq!(b.effective(t(10).at).state(), BreakerState::HalfOpen);
         assert_eq!(b.transition_counts(), [1, 1, 0, 0], "no lost transition");
     });
 }
@@ -68,7 +68,7 @@ fn concurrent_failures_trip_exactly_once() {
             .collect();
         let trips = hs.into_iter().filter_map(|h| h.join().unwrap()).count();
         assert_eq!(trips, 1, "two failures at threshold 2 trip once");
-        assert_eq!(b.effective(t(5)).state(), BreakerState::Open);
+        assert_eq!(b.effective(t(5).at).state(), BreakerState::Open);
         assert_eq!(b.consecutive_failures(), 2);
     });
 }
@@ -104,7 +104,7 @@ fn probe_result_races_a_stale_result_and_the_gate() {
             stale.is_none(),
             "a stale failure never re-opens a newer episode"
         );
-        assert_eq!(b.effective(t(20)).state(), BreakerState::Closed);
+        assert_eq!(b.effective(t(20).at).state(), BreakerState::Closed);
         // The gate saw either the probe in flight (refused) or the closed breaker.
         assert!(matches!(
             gate,
@@ -137,7 +137,7 @@ fn expired_lease_late_success_races_a_new_probe() {
         );
         let second = second.expect("the cooldown from the lease end elapsed: new probe");
         assert!(second > first);
-        assert_eq!(b.effective(t(25)).state(), BreakerState::HalfOpen);
+        assert_eq!(b.effective(t(25).at).state(), BreakerState::HalfOpen);
         // The oracle agrees with the gate at the same instant.
         assert!(!b.would_allow(|| t(25)));
     });

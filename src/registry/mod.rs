@@ -55,6 +55,8 @@ mod eviction;
 mod gate;
 mod handle;
 mod index;
+#[cfg(all(test, tool_health_loom))]
+mod loom_model;
 mod names;
 mod observers;
 mod reads;

@@ -90,6 +90,14 @@
 //!   when the error type is `cancelled`, or in strict mode without a completion marker (below);
 //! * **success** otherwise, or when the framework's outcome says `success`.
 //!
+//! Before any of that, a **refused** call records nothing (a refused call is never a
+//! failure, whether or not the gate could bind to its span): a span whose decision bound is a
+//! refusal, or whose tool returned the gate's refusal as its error — an event whose `error`
+//! field's text contains [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE) (what `#[instrument(err)]`
+//! logs when the tool returns it), or `error.type` =
+//! [`REFUSAL_ERROR_TYPE`](crate::REFUSAL_ERROR_TYPE) on the span or an event. The gate that
+//! refused counted the refusal; a probe the span holds is given back.
+//!
 //! The duration runs from the span's first enter to its close on the registry clock (a span
 //! never entered: from its creation), so a framework that creates the spans of a batch up front
 //! and runs the calls one after another still gets each call's own latency, and tests on a
@@ -122,26 +130,39 @@
 //!
 //! # The span-aware gate
 //!
-//! [`ToolHealthRegistry::allow_request`] and [`ToolHealthRegistry::check`] called while the
-//! current span, or its nearest tool-span ancestor, is a tool span bind the decision to that
-//! span:
+//! [`ToolHealthRegistry::allow_request`] and [`ToolHealthRegistry::check`] called on a thread
+//! where one of the layer's tool spans is entered — the current span is a tool span, or a span
+//! inside one — bind the decision to the innermost such span:
 //!
 //! * **refused**: the span's outcome is not recorded as a success or failure: the gate already
 //!   counted a refusal with zero duration, and nothing more is recorded at close;
 //! * **probe**: the span's outcome resolves exactly that probe, with its generation, so a stale
 //!   result from another span can no longer close or re-open the breaker meanwhile; a probe span
-//!   that closes as cancelled (strict mode, or a dropped call-helper future) releases the probe
-//!   at once instead of leaving the breaker waiting for the lease;
+//!   that ends with no verdict on the tool — a caller error, or cancelled (strict mode, or a
+//!   dropped call-helper future) — releases the probe at once instead of leaving the breaker
+//!   waiting for the lease;
 //! * **allowed**: the outcome is recorded with the permit's generation, so a success admitted
 //!   before a trip cannot touch the newer episode.
 //!
+//! **One call, one record.** Tool spans of the same tool nested in each other (a framework's
+//! span around an `#[instrument]` tool function) are one call: the inner span records nothing
+//! of its own; what was seen on it, and a decision bound to it, count for the outer span, which
+//! records once. A call that already holds its tool's probe (an outer gate, say a middleware's,
+//! was granted it) asking the gate again is answered that probe — not refused by it.
+//!
 //! A later decision in the same span replaces an earlier one, except that a refusal never
-//! replaces the span's own probe (the probe holder asking again is refused by its own probe).
-//! A refusal's Error status stays on the OpenTelemetry span even if a later decision in the
-//! same span admits the call: OpenTelemetry statuses only move up.
-//! Outside any tool span the gate is the plain gate. Gate calls bind only to the spans of the
-//! subscriber that is the current default, and only when that subscriber's `ToolHealthLayer`
-//! feeds the same registry (the same `Arc`).
+//! replaces the span's own probe, and a decision about another tool (a tool gating a sub-call
+//! to another one inside its span) never replaces the span's decision about its own tool: a
+//! span's probe is resolved by that span's own outcome only. A refusal's Error status stays on
+//! the OpenTelemetry span even if a later decision in the same span admits the call:
+//! OpenTelemetry statuses only move up.
+//!
+//! Outside any tool span the gate is the plain gate. The layer finds the span through its own
+//! `on_enter` / `on_exit` (a stack per thread of its entered tool spans), never through the
+//! dispatcher: binding works whatever wraps the layer — `reload::Layer`, a per-layer filter, a
+//! subscriber wrapper. Only a layer feeding the very registry that decides (the same `Arc`)
+//! binds. A tool span created on one thread and never entered on the thread that calls the
+//! gate is not current there: enter it (`Instrument::instrument` does, for async code).
 //!
 //! # On the OpenTelemetry span
 //!
@@ -184,9 +205,10 @@
 //!   name is released, and a refusal records nothing.
 //! * **One layer per subscriber.** A second `ToolHealthLayer` in the same subscriber stays out
 //!   of spans the first one claimed, and the gate only binds through the outermost one.
-//! * **The gate must be reachable.** Binding works through the layer's hooks into its
-//!   subscriber: a layer hidden behind `reload::Layer` or an opaque wrapper that does not
-//!   forward `on_layer` and downcasting still records outcomes, but the gate stays plain.
+//! * **Wrappers.** The layer works inside `reload::Layer`, per-layer filters and subscriber
+//!   wrappers: outcomes and the gate's binding both come through the `Layer` callbacks every
+//!   wrapper forwards. A per-layer filter that disables the tool spans for this layer hides
+//!   them from it, as from any layer.
 //!
 //! # Files
 //!
@@ -199,7 +221,7 @@
 //! | `visitor.rs` | reading field values of spans and events |
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
 //! | `classify.rs` | [`OutcomeClassifier`], [`DefaultClassifier`], [`SpanFacts`] |
-//! | `bind.rs` | the span-aware gate: binding decisions to spans |
+//! | `bind.rs` | the span-aware gate: each thread's entered tool spans, binding decisions to them |
 //! | `settle.rs` | the call helper's side: joining a tool span, settling its outcome |
 //! | `close.rs` | a closed tool span → a record in the registry |
 //! | `otel.rs` | annotations on the OpenTelemetry span |

@@ -8,13 +8,19 @@
 //!
 //! Scenarios: `by_name`, `by_name_permit`, `handle`, `handle_permit`, `refused`, `handle_refused`, `floor`, `none` (setup only). Divide the
 //! instruction count's difference with `none` by the iteration count.
+//!
+//! The tracing layer's scenarios run one span per iteration (new, enter, exit, close) under a
+//! `Registry` with `ToolHealthLayer` (`ours_*`) or with the no-op `Identity` layer (`noop_*`):
+//! `*_tool_span` (a GenAI tool span), `*_other_span` (any other span), `*_other_in_tool` (the
+//! other span while a tool span is entered). Compare `ours_*` with `noop_*`.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tool_health::{CallOutcome, CircuitBreakerConfig, ToolHealthRegistry};
+use tool_health::{CallOutcome, CircuitBreakerConfig, ToolHealthLayer, ToolHealthRegistry};
+use tracing_subscriber::layer::{Identity, SubscriberExt};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -36,6 +42,22 @@ fn main() {
     let open_handle = open.handle("search").expect("tracked");
     let tool = black_box("search");
     let atomics: Arc<[AtomicU64; 6]> = Arc::new(Default::default());
+
+    if let Some(kind) = scenario
+        .strip_prefix("ours_")
+        .or_else(|| scenario.strip_prefix("noop_"))
+    {
+        let dispatch = if scenario.starts_with("ours_") {
+            tracing::Dispatch::new(
+                tracing_subscriber::registry().with(ToolHealthLayer::new(closed.clone())),
+            )
+        } else {
+            tracing::Dispatch::new(tracing_subscriber::registry().with(Identity::new()))
+        };
+        tracing::dispatcher::with_default(&dispatch, || spans(kind, n));
+        println!("{scenario}: {n} spans");
+        return;
+    }
 
     let mut allowed = 0u64;
     for _ in 0..n {
@@ -77,6 +99,27 @@ fn main() {
         }
     }
     println!("{scenario}: {allowed} of {n} allowed");
+}
+
+/// One span per iteration, as `benches/layer.rs` runs them.
+fn spans(kind: &str, n: u64) {
+    let tool = || {
+        tracing::info_span!(
+            "execute_tool search",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = "search",
+        )
+    };
+    let other = || tracing::info_span!("db.query", db.system = "postgresql");
+    let around = (kind == "other_in_tool").then(tool);
+    let _in_tool = around.as_ref().map(|s| s.enter());
+    for _ in 0..n {
+        let span = if kind == "tool_span" { tool() } else { other() };
+        let entered = span.enter();
+        black_box(&entered);
+        drop(entered);
+        drop(span);
+    }
 }
 
 /// The floor of benches/gate.rs: only the atomic operations of gate + record.

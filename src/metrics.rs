@@ -133,7 +133,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .with_callback(observe(registry, &names, |reg, names, obs| {
             reg.for_each_tool(|tool, view| {
                 names.with(tool, |name| {
-                    obs.observe(view.stats.score(), slice::from_ref(name));
+                    obs.observe(view.stats().score(), slice::from_ref(name));
                 });
             });
         }))
@@ -145,10 +145,11 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .with_description("Circuit breaker state: 1 for the current state, 0 for the others")
         .with_callback(observe(registry, &names, |reg, names, obs| {
             reg.for_each_tool(|tool, view| {
+                let current = view.state();
                 names.with(tool, |name| {
                     for state in BreakerState::ALL {
                         let attrs = [name.clone(), KeyValue::new(BREAKER_STATE, state.as_str())];
-                        obs.observe(i64::from(state == view.state), &attrs);
+                        obs.observe(i64::from(state == current), &attrs);
                     }
                 });
             });
@@ -167,7 +168,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
             move |reg, names, obs| {
                 calls.collect(|series| {
                     reg.for_each_tool(|tool, view| {
-                        let raw = &view.raw;
+                        let raw = view.raw();
                         let [success, failure, refused, cancelled, shadow_refused] = series
                             .observe(
                                 tool,
@@ -230,7 +231,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
             move |reg, names, obs| {
                 transitions.collect(|series| {
                     reg.for_each_tool(|tool, view| {
-                        let counts = series.observe(tool, view.transitions);
+                        let counts = series.observe(tool, view.transitions());
                         names.with(tool, |name| {
                             for (count, (from, to)) in counts.iter().zip(Transition::PAIRS) {
                                 let attrs = [
@@ -262,17 +263,18 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
 }
 
 /// Wraps a collection callback: upgrade the weak registry (observe nothing once it is gone),
-/// then run `f`.
+/// then run `f` with the name cache pinned once for the whole pass (one epoch guard per
+/// collection instead of one per tool).
 fn observe<T>(
     registry: &Arc<ToolHealthRegistry>,
     names: &Arc<ToolNames>,
-    f: impl Fn(&ToolHealthRegistry, &ToolNames, &dyn AsyncInstrument<T>) + Send + Sync + 'static,
+    f: impl Fn(&ToolHealthRegistry, &PinnedNames<'_>, &dyn AsyncInstrument<T>) + Send + Sync + 'static,
 ) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static {
     let registry: Weak<ToolHealthRegistry> = Arc::downgrade(registry);
     let names = Arc::clone(names);
     move |obs| {
         if let Some(reg) = registry.upgrade() {
-            f(&reg, &names, obs);
+            f(&reg, &PinnedNames(names.map.pin()), obs);
         }
     }
 }
@@ -326,12 +328,32 @@ impl ToolNames {
     fn remove(&self, tool: &str) {
         self.map.pin().remove(tool);
     }
+}
+
+/// The name cache pinned for one collection pass.
+struct PinnedNames<'a>(
+    papaya::HashMapRef<'a, Box<str>, KeyValue, foldhash::fast::RandomState, papaya::LocalGuard<'a>>,
+);
+
+impl PinnedNames<'_> {
+    /// Runs `f` with the tool's name attribute, building it on first sight.
+    #[inline]
+    fn with<R>(&self, tool: &str, f: impl FnOnce(&KeyValue) -> R) -> R {
+        if let Some(kv) = self.0.get(tool) {
+            return f(kv);
+        }
+        let kv = KeyValue::new(
+            Key::from_static_str(TOOL_NAME),
+            Value::from(Arc::<str>::from(tool)),
+        );
+        f(self.0.get_or_insert(tool.into(), kv))
+    }
 
     /// Drops names of tools no longer tracked, when there are more names than tracked tools
     /// (a collection's safety net; in the steady state one comparison).
     fn prune(&self, registry: &ToolHealthRegistry) {
-        if self.map.len() > registry.tracked_tools() {
-            self.map.pin().retain(|tool, _| registry.is_tracked(tool));
+        if self.0.len() > registry.tracked_tools() {
+            self.0.retain(|tool, _| registry.is_tracked(tool));
         }
     }
 }
@@ -350,7 +372,7 @@ struct Monotone<const N: usize> {
 
 struct MonotoneState<const N: usize> {
     collection: u64,
-    by_tool: HashMap<Box<str>, Series<N>>,
+    by_tool: HashMap<Box<str>, Series<N>, foldhash::fast::RandomState>,
 }
 
 struct Series<const N: usize> {
@@ -367,7 +389,7 @@ impl<const N: usize> Default for Monotone<N> {
         Self {
             series: Mutex::new(MonotoneState {
                 collection: 0,
-                by_tool: HashMap::new(),
+                by_tool: HashMap::default(),
             }),
         }
     }

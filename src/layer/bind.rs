@@ -51,6 +51,52 @@ struct Entered {
 thread_local! {
     /// The layer's tool spans entered on this thread, innermost last.
     static ENTERED: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+
+    /// The tool span this thread created last, until it is entered: a span is usually entered
+    /// right after its creation on the same thread, and its enter then finds its state here
+    /// instead of in the span store.
+    static NEW: RefCell<Option<Entered>> = const { RefCell::new(None) };
+}
+
+/// Remembers a tool span just created on this thread (see `NEW`).
+pub(crate) fn remember_new(core: &Arc<LayerCore>, id: &Id, cell: SpanCell) {
+    let _ = NEW.try_with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            let old = slot.replace(Entered {
+                core: Arc::clone(core),
+                id: id.clone(),
+                cell,
+            });
+            drop(slot);
+            drop(old);
+        }
+    });
+}
+
+/// The state of the tool span `id` if it is the one this thread created last (and forgets it).
+pub(crate) fn take_new(core: &LayerCore, id: &Id) -> Option<SpanCell> {
+    NEW.try_with(|slot| {
+        let mut slot = slot.try_borrow_mut().ok()?;
+        let found = slot
+            .as_ref()
+            .is_some_and(|e| e.id == *id && e.core.id() == core.id());
+        let entry = if found { slot.take() } else { None };
+        drop(slot);
+        entry.map(|e| e.cell)
+    })
+    .ok()
+    .flatten()
+}
+
+/// Forgets a closing span remembered as just created (its id may be reused).
+pub(crate) fn forget_new(id: &Id) {
+    let _ = NEW.try_with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            let old = slot.take_if(|e| e.id == *id);
+            drop(slot);
+            drop(old);
+        }
+    });
 }
 
 /// Pushes a tool span entered on this thread.

@@ -12,21 +12,24 @@ use super::span_state::{SpanCell, ToolSpan};
 use super::{otel, ToolHealthLayer};
 
 impl ToolHealthLayer {
-    /// Records a closed tool span's outcome; no extensions lock and no span state is held.
-    /// `outer`: the nearest of this layer's tool spans around it, if any.
-    pub(super) fn finish(&self, id: &Id, mut state: ToolSpan, outer: Option<SpanCell>) {
+    /// Records a closed tool span's outcome. `state` is the span's own state, closed and locked
+    /// (nothing else binds to a closed span; its lock is only ever taken before an enclosing
+    /// span's, never after); no extensions lock is held. `outer`: the nearest of this layer's
+    /// tool spans around it, if any.
+    pub(super) fn finish(&self, id: &Id, state: &mut ToolSpan, outer: Option<SpanCell>) {
         let _calling_out = CallingOut::enter();
         let registry = &self.core.registry;
 
         // One call is one record: a tool span nested in a span of the same tool (a framework's
         // span around an `#[instrument]` tool function) is part of the outer call. What was
         // seen on it, and a decision bound to it, count for the outer span, which records.
-        let inner_name = state.tool_name().map(str::to_owned);
-        if let (Some(outer), Some(name)) = (&outer, inner_name) {
+        if let Some(outer) = &outer {
             let replaced = {
                 let mut outer_state = outer.lock();
-                (!outer_state.closed && outer_state.tool_name() == Some(name.as_str()))
-                    .then(|| outer_state.absorb(state.take_closed()))
+                let same_call = !outer_state.closed
+                    && state.tool_name().is_some()
+                    && outer_state.tool_name() == state.tool_name();
+                same_call.then(|| outer_state.absorb(state))
             };
             if let Some(replaced) = replaced {
                 if let Some((tool, permit)) =

@@ -332,6 +332,12 @@ impl LayerCore {
         }
     }
 
+    /// Whether `id` may be one of this layer family's live tool spans (false: surely not).
+    #[inline]
+    fn may_be_live_tool_span(&self, id: &Id) -> bool {
+        self.live_tool_spans.load(Ordering::Relaxed) != 0 && self.ids.may_contain(id)
+    }
+
     /// The shared state of a span this layer family owns.
     pub(crate) fn cell_of<S>(&self, span: &SpanRef<'_, S>) -> Option<SpanCell>
     where
@@ -482,8 +488,12 @@ where
         }
         let mut state = ToolSpan::new(self.core.id(), start, convention.completion_marker);
         state.apply(fields);
-        extensions.insert(SpanCell::new(state));
+        let cell = SpanCell::new(state);
+        extensions.insert(cell.clone());
+        drop(extensions);
         self.core.ids.add(id);
+        // Usually entered next, on this thread: its enter then needs no lookup.
+        bind::remember_new(&self.core, id, cell);
         self.core.live_tool_spans.fetch_add(1, Ordering::Relaxed);
         self.core
             .unentered_tool_spans
@@ -559,23 +569,28 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        // A span that is surely not one of our live tool spans costs one load.
-        if !self.core.ids.may_contain(id) {
+        // A span that is surely not one of our live tool spans costs one or two loads.
+        if !self.core.may_be_live_tool_span(id) {
             return;
         }
-        let Some(span) = ctx.span(id) else {
-            return;
+        let cell = match bind::take_new(&self.core, id) {
+            Some(cell) => cell,
+            None => {
+                let Some(span) = ctx.span(id) else {
+                    return;
+                };
+                let Some(cell) = self.core.cell_of(&span) else {
+                    return;
+                };
+                cell
+            }
         };
-        let Some(cell) = self.core.cell_of(&span) else {
-            return;
-        };
-        drop(span);
         self.core.first_enter(&cell);
         bind::push(&self.core, id, cell);
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        if !self.core.ids.may_contain(id) {
+        if !self.core.may_be_live_tool_span(id) {
             return;
         }
         bind::pop(&self.core, id);
@@ -615,7 +630,9 @@ where
         };
         self.core.ids.remove(&id);
         self.core.live_tool_spans.fetch_sub(1, Ordering::Relaxed);
-        let mut state = cell.lock().take_closed();
+        bind::forget_new(&id);
+        let mut state = cell.lock();
+        state.closed = true;
         if !state.entered {
             self.core
                 .unentered_tool_spans
@@ -630,6 +647,6 @@ where
             .filter(|s| self.core.role(s.metadata()).has(CallsiteRole::TOOL_SPAN))
             .find_map(|s| self.core.cell_of(&s));
         drop(span);
-        self.finish(&id, state, outer);
+        self.finish(&id, &mut state, outer);
     }
 }

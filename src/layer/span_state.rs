@@ -129,13 +129,6 @@ impl ToolSpan {
         }
     }
 
-    /// Takes the state for the record at close, leaving a closed husk behind.
-    pub(crate) fn take_closed(&mut self) -> ToolSpan {
-        let mut husk = ToolSpan::new(self.owner, self.start, false);
-        husk.closed = true;
-        std::mem::replace(self, husk)
-    }
-
     /// Applies recorded field values.
     pub(crate) fn apply(&mut self, fields: SpanFields) {
         if let Some((rank, name)) = fields.name {
@@ -248,12 +241,12 @@ impl ToolSpan {
     /// record. What was seen on the inner span counts for this one, and a decision bound to
     /// the inner span holds for this one (by the rules of [`ToolSpan::bind`]). Returns a probe
     /// the inner decision replaced, to give back.
-    pub(crate) fn absorb(&mut self, inner: ToolSpan) -> Option<Binding> {
+    pub(crate) fn absorb(&mut self, inner: &mut ToolSpan) -> Option<Binding> {
         if self.error_type.is_none() {
-            self.error_type = inner.error_type;
+            self.error_type = inner.error_type.take();
         }
         if self.event_error_type.is_none() {
-            self.event_error_type = inner.event_error_type;
+            self.event_error_type = inner.event_error_type.take();
         }
         if self.http_status.is_none() {
             self.http_status = inner.http_status;
@@ -267,9 +260,9 @@ impl ToolSpan {
         self.completed |= inner.completed;
         self.refused |= inner.refused;
         if self.settled.is_none() {
-            self.settled = inner.settled;
+            self.settled = inner.settled.take();
         }
-        let binding = inner.binding?;
+        let binding = inner.binding.take()?;
         self.bind(&binding.tool, binding.decision).replaced_probe
     }
 }

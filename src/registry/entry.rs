@@ -125,14 +125,32 @@ impl Entry {
     }
 }
 
-/// A read-only view of one entry for the crate's own exporters.
+/// A read-only view of one entry for the crate's own exporters: each part is read when asked
+/// for, so a metrics callback reads only what its instrument reports.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct EntryView {
+pub(crate) struct EntryView<'a> {
+    pub(super) entry: &'a Entry,
+    pub(super) now: Ticks,
+}
+
+impl EntryView<'_> {
     /// The numbers since the last reset (score, gauges).
-    pub(crate) stats: StatsSnapshot,
+    pub(crate) fn stats(&self) -> StatsSnapshot {
+        self.entry.stats.snapshot()
+    }
+
     /// The counters since the entry was created, resets ignored (what is exported as counters).
-    pub(crate) raw: StatsSnapshot,
+    pub(crate) fn raw(&self) -> StatsSnapshot {
+        self.entry.stats.raw()
+    }
+
     /// The state the registry reports (a tool forced open reads open).
-    pub(crate) state: BreakerState,
-    pub(crate) transitions: [u64; 4],
+    pub(crate) fn state(&self) -> BreakerState {
+        super::ToolHealthRegistry::reported_state(self.entry, self.now)
+    }
+
+    /// Transitions taken, per edge of `Transition::PAIRS`.
+    pub(crate) fn transitions(&self) -> [u64; 4] {
+        self.entry.breaker.transition_counts()
+    }
 }

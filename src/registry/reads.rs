@@ -119,7 +119,7 @@ impl ToolHealthRegistry {
     /// tool forced open reads open — the gate refuses it as an open breaker would, so a status,
     /// a dashboard or a planner must not see it closed and healthy. Its breaker's own state
     /// shows again once the isolation is released or lapses.
-    fn reported_state(e: &Entry, now: Ticks) -> BreakerState {
+    pub(super) fn reported_state(e: &Entry, now: Ticks) -> BreakerState {
         let control = e.control.raw();
         if control != 0 && Control::decode(control).forced_open_until(now).is_some() {
             return BreakerState::Open;
@@ -217,17 +217,10 @@ impl ToolHealthRegistry {
     }
 
     /// Visits every tracked tool without allocating per tool (for exporters).
-    pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView)) {
+    pub(crate) fn for_each_tool(&self, mut f: impl FnMut(&str, &EntryView<'_>)) {
         let now = self.now_ticks();
-        self.names.for_each(|e| {
-            let view = EntryView {
-                stats: e.stats.snapshot(),
-                raw: e.stats.raw(),
-                state: Self::reported_state(e, now),
-                transitions: e.breaker.transition_counts(),
-            };
-            f(&e.name, &view);
-        });
+        self.names
+            .for_each(|e| f(&e.name, &EntryView { entry: e, now }));
     }
 
     /// Whether the registry tracks `tool` now (a read: creates nothing).

@@ -6,8 +6,9 @@
 //! The model covers the plain threshold / cooldown / probe path and everything that meets it:
 //! per-tool policies (failure rate over a sliding window, slow calls, backoff with jitter,
 //! Retry-After hints), operator controls (force open, force open for a while, force closed,
-//! shadow mode, release, reset), caller errors (a probe given back), permits kept across any
-//! number of episodes, and idle eviction with handles kept across it.
+//! shadow mode, release, reset), calls with no verdict on the tool — caller errors and
+//! cancellations (a probe given back) — permits kept across any number of episodes, and idle
+//! eviction with handles kept across it.
 //!
 //! `PROPTEST_CASES` sets the number of random sequences (default 2,000; the issue-13 run used
 //! 10,000 and more: see RELIABILITY.md).
@@ -172,6 +173,7 @@ struct MTool {
     failure: u64,
     refused: u64,
     ignored: u64,
+    cancelled: u64,
     shadow_refused: u64,
     total_ns: u128,
     max_ns: u128,
@@ -203,6 +205,7 @@ impl MTool {
             failure: 0,
             refused: 0,
             ignored: 0,
+            cancelled: 0,
             shadow_refused: 0,
             total_ns: 0,
             max_ns: 0,
@@ -483,9 +486,14 @@ impl MTool {
         }
     }
 
-    /// A caller error: counted apart; a probe it held is given back.
-    fn ignored(&mut self, now: Duration, permit: Option<MPermit>) {
-        self.ignored += 1;
+    /// A caller error (or, `cancelled`, a call that never finished): counted apart; a probe it
+    /// held is given back.
+    fn no_verdict(&mut self, now: Duration, permit: Option<MPermit>, cancelled: bool) {
+        if cancelled {
+            self.cancelled += 1;
+        } else {
+            self.ignored += 1;
+        }
         match permit {
             Some(p) if p.probe => self.release(now, Some(p.generation)),
             Some(_) => {}
@@ -504,6 +512,7 @@ impl MTool {
         self.failure = 0;
         self.refused = 0;
         self.ignored = 0;
+        self.cancelled = 0;
         self.shadow_refused = 0;
         self.total_ns = 0;
         self.max_ns = 0;
@@ -600,6 +609,7 @@ enum Outcome {
     /// A failure with a retry hint (ms).
     Hinted(u64),
     Ignored,
+    Cancelled,
 }
 
 #[derive(Debug, Clone)]
@@ -632,6 +642,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
         3 => Just(Outcome::Failure),
         1 => prop_oneof![Just(500u64), Just(5_000), Just(60_000)].prop_map(Outcome::Hinted),
         1 => Just(Outcome::Ignored),
+        1 => Just(Outcome::Cancelled),
     ]
 }
 
@@ -747,9 +758,14 @@ fn check_tool(r: &ToolHealthRegistry, model: &Model, tool: &str, now: Duration) 
         "counts of {tool:?}"
     );
     assert_eq!(
-        (s.refused_count, s.ignored_count, s.shadow_refused_count),
-        (m.refused, m.ignored, m.shadow_refused),
-        "refused, ignored, shadow-refused of {tool:?}"
+        (
+            s.refused_count,
+            s.ignored_count,
+            s.shadow_refused_count,
+            s.cancelled_count
+        ),
+        (m.refused, m.ignored, m.shadow_refused, m.cancelled),
+        "refused, ignored, shadow-refused, cancelled of {tool:?}"
     );
     assert_eq!(s.ewma_success, m.ewma as f64 / 1e6);
     assert_eq!(s.consecutive_failures, m.consecutive, "counter of {tool:?}");
@@ -834,6 +850,7 @@ fn report(outcome: Outcome) -> (CallReport<'static>, Duration) {
             ms(3),
         ),
         Outcome::Ignored => (CallReport::new(CallOutcome::Ignored, ms(3)), ms(3)),
+        Outcome::Cancelled => (CallReport::new(CallOutcome::Cancelled, ms(3)), ms(3)),
     }
 }
 
@@ -843,7 +860,8 @@ fn apply(m: &mut MTool, now: Duration, outcome: Outcome, permit: Option<MPermit>
         Outcome::Success(_) => m.success(now, d, permit),
         Outcome::Failure => m.failure(now, d, permit, 0),
         Outcome::Hinted(h) => m.failure(now, d, permit, h),
-        Outcome::Ignored => m.ignored(now, permit),
+        Outcome::Ignored => m.no_verdict(now, permit, false),
+        Outcome::Cancelled => m.no_verdict(now, permit, true),
     }
 }
 
@@ -1064,7 +1082,9 @@ fn model_agrees_on_controls_caller_errors_and_eviction_with_handles() {
             Op::Allow(0),
             Op::PermitResult(0, 1, Outcome::Ignored), // a caller error: the probe goes back
             Op::Allow(0),
-            Op::PermitResult(0, 2, Outcome::Success(5)),
+            Op::PermitResult(0, 2, Outcome::Cancelled), // so does a cancelled call's
+            Op::Allow(0),
+            Op::PermitResult(0, 3, Outcome::Success(5)),
             Op::Shadow(0, false),
             Op::Read(0),
             // A handle kept across eviction.

@@ -773,6 +773,7 @@ fn exported_counters_never_go_down_across_reset_eviction_and_recreation() {
     };
     let failures = key(CALLS, &[("tool_health.outcome", "failure")]);
     let successes = key(CALLS, &[("tool_health.outcome", "success")]);
+    let cancellations = key(CALLS, &[("tool_health.outcome", "cancelled")]);
     let trips = key(
         TRANSITIONS,
         &[
@@ -813,18 +814,23 @@ fn exported_counters_never_go_down_across_reset_eviction_and_recreation() {
             (totals.clone(), points)
         };
 
+        registry.record_report("flaky_api", &CallReport::new(CallOutcome::Cancelled, ms(5)));
         for _ in 0..3 {
             registry.record_failure("flaky_api", ms(5)); // the third trips
         }
         let (t, _) = collect();
-        assert_eq!((t[&failures], t[&trips]), (3, 1), "{temporality:?}");
+        assert_eq!(
+            (t[&failures], t[&trips], t[&cancellations]),
+            (3, 1, 1),
+            "{temporality:?}"
+        );
 
         // A reset zeroes what snapshots read, not the exported counters.
         registry.reset("flaky_api");
         assert_eq!(registry.snapshot("flaky_api").unwrap().failure_count, 0);
         registry.record_failure("flaky_api", ms(5));
         let (t, _) = collect(); // delta: was a panic in a debug build, 2^64 - 2 in release
-        assert_eq!(t[&failures], 4, "{temporality:?}");
+        assert_eq!((t[&failures], t[&cancellations]), (4, 1), "{temporality:?}");
 
         // Evicted and tracked again before the next collection: the series continue.
         registry.record_success("flaky_api", ms(5)); // fresh-equivalent again

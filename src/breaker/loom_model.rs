@@ -1,5 +1,5 @@
 //! Exhaustive interleavings of the word protocol under loom:
-//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --release --lib loom_model`.
+//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --profile loom -p tool-health --lib loom_model`.
 //!
 //! Loom replaces the breaker's `AtomicU64` (see `cell.rs`) and explores every interleaving of
 //! 2–3 threads: one probe per episode, a trip counted once, a stale result never closing or

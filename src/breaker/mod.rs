@@ -49,7 +49,7 @@
 //!
 //! # Model checking
 //!
-//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --release --lib loom_model` explores every
+//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --profile loom -p tool-health --lib loom_model` explores every
 //! interleaving of 2–3 threads over the word (see `loom_model.rs`).
 
 mod cell;

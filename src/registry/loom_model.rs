@@ -1,5 +1,5 @@
 //! Exhaustive interleavings of the eviction handshake with a handle kept across it, under loom:
-//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --release --lib loom_model`.
+//! `RUSTFLAGS="--cfg tool_health_loom" cargo test --profile loom -p tool-health --lib loom_model`.
 //!
 //! The registry itself (papaya, arc-swap, its insert mutex) is not built on loom, so these
 //! models drive the entry-level steps the registry is made of — the gate's fast path

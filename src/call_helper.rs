@@ -1,71 +1,6 @@
-//! One tool call, wrapped: span, gate, timeout, outcome, cancellation — for code without an
-//! agent framework.
-//!
-//! [`ToolHealthRegistry::call`] returns a [`ToolCall`]; [`ToolCall::run`] wraps the call's
-//! future (or [`ToolCall::run_blocking`] a closure) and does everything the layer-and-gate
-//! pattern asks of hand-written code, in the right order:
-//!
-//! 1. opens the GenAI `execute_tool {tool}` span (`gen_ai.operation.name = "execute_tool"`,
-//!    `gen_ai.tool.name`), as a child of the span current when `run` is called — or joins the
-//!    current span when it is already a [`ToolHealthLayer`](crate::ToolHealthLayer) tool span
-//!    of the same tool (an `#[instrument]`ed tool function calling the helper), or uses the
-//!    span you give it ([`ToolCall::span`]);
-//! 2. gates inside it: a refusal returns [`CallError::Refused`] with its `retry_after`, and the
-//!    tool is never called;
-//! 3. applies the timeout inside the span (feature `tokio`, [`ToolCall::timeout`]): a call cut
-//!    off is a **failure** with `error.type = timeout` ([`CallError::TimedOut`]), so a tool that
-//!    hangs trips its breaker;
-//! 4. records the outcome from the `Result`: `Ok` a success, `Err` a failure — or a caller
-//!    error, never fed to the breaker, when your classifier says so ([`ToolCall::classify`]);
-//! 5. treats a future dropped before it finished (an outer `timeout`, an aborted task, a
-//!    `select!` that took another branch) as **cancelled**: nothing is recorded as a success or
-//!    a failure, the call counts in `cancelled_count`, and a probe goes back at once; a panic
-//!    inside the call is a failure (`error.type = panic`) and goes on unwinding.
-//!
-//! The span is created when `run` is called and travels with the future, so
-//! `tokio::spawn(registry.call("search").run(fetch(q)))` keeps the caller's span as parent and
-//! needs no `.in_current_span()`.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use tool_health::{CallError, ToolHealthRegistry};
-//!
-//! # #[derive(Debug)] struct SearchError;
-//! # impl std::fmt::Display for SearchError {
-//! #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("search failed") }
-//! # }
-//! # async fn search(q: &str) -> Result<String, SearchError> { Ok(format!("results for {q}")) }
-//! async fn answer(registry: Arc<ToolHealthRegistry>) -> String {
-//!     match registry.call("search").run(search("rust")).await {
-//!         Ok(results) => results,
-//!         Err(CallError::Refused { retry_after, .. }) => {
-//!             format!("search is unavailable, retry in {retry_after:?}") // soft: tell the model
-//!         }
-//!         Err(e) => format!("search failed: {e}"),
-//!     }
-//! }
-//! # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-//! # assert_eq!(rt.block_on(answer(Arc::new(ToolHealthRegistry::new()))), "results for rust");
-//! ```
-//!
-//! # Who records
-//!
-//! Exactly one record per call. When a [`ToolHealthLayer`](crate::ToolHealthLayer) for this
-//! registry sees the span, the helper gates with [`check`](ToolHealthRegistry::check) (the
-//! decision is bound to the span and written on it) and hands the outcome to the layer, which
-//! records it when the span closes, with the span's duration, the permit and the transition
-//! events. Otherwise — no layer, a layer for another registry, or a subscriber filter that
-//! disabled the span (a global `EnvFilter` at `warn`) — the helper records through the permit
-//! itself and writes `tool_health.gate.decision`, `error.type` and `otel.status_code` on the
-//! span as plain fields. Either way the registry sees the same call.
-//!
-//! # Timeouts and the `tokio` feature
-//!
-//! [`ToolCall::timeout`] needs the `tokio` feature (`tokio` with its `time` driver, nothing
-//! else; the default features stay free of any runtime). Without it, put the timeout inside
-//! your future — `registry.call(t).run(async { my_timeout(fut).await })` with an error your
-//! classifier marks as a failure. A timeout *around* `run` is a cancellation, not a failure:
-//! it says nothing about the tool, and the breaker does not move.
+//! The call helper: one tool call wrapped — span, gate, timeout, outcome, cancellation — for
+//! code without an agent framework. The guide is on [`ToolCall`] (this module is private; its
+//! items are at the crate root).
 
 use std::any::type_name;
 use std::borrow::Cow;
@@ -90,7 +25,7 @@ pub const TIMEOUT_ERROR_TYPE: &str = "timeout";
 pub const PANIC_ERROR_TYPE: &str = "panic";
 
 impl ToolHealthRegistry {
-    /// One call of `tool`, wrapped: see [`ToolCall`] and the [module docs](crate::call_helper).
+    /// One call of `tool`, wrapped: span, gate, timeout, outcome, cancellation (see [`ToolCall`]).
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -114,6 +49,77 @@ impl ToolHealthRegistry {
 
 /// One tool call, configured: from [`ToolHealthRegistry::call`], run with [`ToolCall::run`]
 /// (async) or [`ToolCall::run_blocking`] (sync).
+///
+/// # The call helper
+///
+/// One tool call, wrapped: span, gate, timeout, outcome, cancellation — for code without an
+/// agent framework.
+///
+/// [`ToolHealthRegistry::call`] returns a `ToolCall`; [`ToolCall::run`] wraps the call's
+/// future (or [`ToolCall::run_blocking`] a closure) and does everything the layer-and-gate
+/// pattern asks of hand-written code, in the right order:
+///
+/// 1. opens the GenAI `execute_tool {tool}` span (`gen_ai.operation.name = "execute_tool"`,
+///    `gen_ai.tool.name`), as a child of the span current when `run` is called — or joins the
+///    current span when it is already a [`ToolHealthLayer`](crate::ToolHealthLayer) tool span
+///    of the same tool (an `#[instrument]`ed tool function calling the helper), or uses the
+///    span you give it ([`ToolCall::span`]);
+/// 2. gates inside it: a refusal returns [`CallError::Refused`] with its `retry_after`, and the
+///    tool is never called;
+/// 3. applies the timeout inside the span (feature `tokio`, [`ToolCall::timeout`]): a call cut
+///    off is a **failure** with `error.type = timeout` ([`CallError::TimedOut`]), so a tool that
+///    hangs trips its breaker;
+/// 4. records the outcome from the `Result`: `Ok` a success, `Err` a failure — or a caller
+///    error, never fed to the breaker, when your classifier says so ([`ToolCall::classify`]);
+/// 5. treats a future dropped before it finished (an outer `timeout`, an aborted task, a
+///    `select!` that took another branch) as **cancelled**: nothing is recorded as a success or
+///    a failure, the call counts in `cancelled_count`, and a probe goes back at once; a panic
+///    inside the call is a failure (`error.type = panic`) and goes on unwinding.
+///
+/// The span is created when `run` is called and travels with the future, so
+/// `tokio::spawn(registry.call("search").run(fetch(q)))` keeps the caller's span as parent and
+/// needs no `.in_current_span()`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tool_health::{CallError, ToolHealthRegistry};
+///
+/// # #[derive(Debug)] struct SearchError;
+/// # impl std::fmt::Display for SearchError {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("search failed") }
+/// # }
+/// # async fn search(q: &str) -> Result<String, SearchError> { Ok(format!("results for {q}")) }
+/// async fn answer(registry: Arc<ToolHealthRegistry>) -> String {
+///     match registry.call("search").run(search("rust")).await {
+///         Ok(results) => results,
+///         Err(CallError::Refused { retry_after, .. }) => {
+///             format!("search is unavailable, retry in {retry_after:?}") // soft: tell the model
+///         }
+///         Err(e) => format!("search failed: {e}"),
+///     }
+/// }
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # assert_eq!(rt.block_on(answer(Arc::new(ToolHealthRegistry::new()))), "results for rust");
+/// ```
+///
+/// # Who records
+///
+/// Exactly one record per call. When a [`ToolHealthLayer`](crate::ToolHealthLayer) for this
+/// registry sees the span, the helper gates with [`check`](ToolHealthRegistry::check) (the
+/// decision is bound to the span and written on it) and hands the outcome to the layer, which
+/// records it when the span closes, with the span's duration, the permit and the transition
+/// events. Otherwise — no layer, a layer for another registry, or a subscriber filter that
+/// disabled the span (a global `EnvFilter` at `warn`) — the helper records through the permit
+/// itself and writes `tool_health.gate.decision`, `error.type` and `otel.status_code` on the
+/// span as plain fields. Either way the registry sees the same call.
+///
+/// # Timeouts and the `tokio` feature
+///
+/// [`ToolCall::timeout`] needs the `tokio` feature (`tokio` with its `time` driver, nothing
+/// else; the default features stay free of any runtime). Without it, put the timeout inside
+/// your future — `registry.call(t).run(async { my_timeout(fut).await })` with an error your
+/// classifier marks as a failure. A timeout *around* `run` is a cancellation, not a failure:
+/// it says nothing about the tool, and the breaker does not move.
 #[must_use = "a ToolCall does nothing until `run` or `run_blocking`"]
 pub struct ToolCall<C = AllFailures> {
     registry: Arc<ToolHealthRegistry>,
@@ -188,7 +194,7 @@ impl<C> ToolCall<C> {
         }
     }
 
-    /// Runs the call: see the [module docs](crate::call_helper). The span is created now, as a
+    /// Runs the call: see [`ToolCall`] ("The call helper"). The span is created now, as a
     /// child of the current span; the returned future carries it (spawn it as it is).
     pub fn run<T, E, F>(self, call: F) -> impl Future<Output = Result<T, CallError<E>>>
     where

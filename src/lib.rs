@@ -31,14 +31,14 @@
 //!
 //! # Where things are
 //!
-//! Everything is imported from the crate root, except five concepts with a module of their
-//! own: [`layer`] (span conventions, the outcome classifier, span attribute names),
-//! [`metrics`] (instrument names), [`call_helper`] (one tool call wrapped:
-//! [`ToolHealthRegistry::call`]), `otlp` (features `otlp-http` / `otlp-grpc`: one-call OTLP
-//! setup) and `mcp` (feature `mcp`: an MCP client behind the breaker).
-//! [`ToolHealthLayer`], [`publish_metrics`] and `ToolHealthClient` are re-exported at the root.
-//! `ARCHITECTURE.md`
-//! draws the layers and follows one tool call through the files.
+//! Everything is imported from the crate root — the registry, the gate's values, the call
+//! helper ([`ToolHealthRegistry::call`] → [`ToolCall`]), policies, controls, the router —
+//! except four concepts with a module of their own: [`layer`] (span conventions, the outcome
+//! classifier, span attribute names), [`metrics`] (instrument names), `otlp` (features
+//! `otlp-http` / `otlp-grpc`: one-call OTLP setup) and `mcp` (feature `mcp`: an MCP client
+//! behind the breaker). [`ToolHealthLayer`] and [`publish_metrics`], which every user needs,
+//! are also re-exported at the root. `ARCHITECTURE.md` draws the layers and follows one tool
+//! call through the files.
 //!
 //! # Interactions to know (properties, not bugs)
 //!
@@ -66,10 +66,11 @@
 
 #![forbid(unsafe_code)]
 
-// Bottom to top: every module uses only modules above it in this list.
+// The layers, bottom to top, are drawn in ARCHITECTURE.md and enforced by
+// scripts/check_layers.py (rustfmt keeps this list alphabetical).
 mod breaker;
 mod call;
-pub mod call_helper;
+mod call_helper;
 mod clock;
 mod control;
 mod hook;
@@ -88,12 +89,13 @@ mod ticks;
 
 pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
 pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
-pub use call_helper::{CallError, ErrorClass, ToolCall};
+pub use call_helper::{
+    AllFailures, CallError, ClassifyError, ErrorClass, ToolCall, PANIC_ERROR_TYPE,
+    TIMEOUT_ERROR_TYPE,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
-#[cfg(feature = "mcp")]
-pub use mcp::ToolHealthClient;
 pub use metrics::publish_metrics;
 pub use policy::{
     Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy, WINDOW_BUCKETS,

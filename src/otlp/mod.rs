@@ -77,16 +77,19 @@
 //! is the fix — rather than letting the provider panic at the first export
 //! (`tests/otlp_tls_cpu.rs` runs the setup under valgrind).
 
-use std::error::Error;
-use std::fmt;
+mod error;
+mod guard;
+#[cfg(feature = "otlp-http")]
+mod tls;
+
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::InstrumentationScope;
-use opentelemetry_otlp::{ExporterBuildError, MetricExporter, SpanExporter};
+use opentelemetry_otlp::{MetricExporter, SpanExporter};
 #[cfg(feature = "otlp-http")]
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::metrics::{Instrument, PeriodicReader, SdkMeterProvider, Stream};
@@ -101,6 +104,9 @@ use tracing_subscriber::Layer;
 use crate::layer::ToolHealthLayer;
 use crate::metrics::publish_metrics;
 use crate::registry::ToolHealthRegistry;
+
+pub use error::OtlpError;
+pub use guard::OtlpGuard;
 
 /// The instrumentation scope (meter name) the metrics are published under, which
 /// [`cardinality_view`] matches.
@@ -259,7 +265,7 @@ impl OtlpBuilder {
         }
         #[cfg(feature = "otlp-http")]
         if traces == Transport::Http || metrics == Transport::Http {
-            install_crypto_provider()?;
+            tls::install_crypto_provider()?;
         }
 
         let span_exporter = match traces {
@@ -333,50 +339,6 @@ struct Built {
     guard: OtlpGuard,
 }
 
-/// Installs the pure-Rust rustls provider as the process default, unless one is installed.
-///
-/// graviola asserts its CPU requirements at its first use (a TLS handshake on the exporter's
-/// thread): on a CPU without them — or under valgrind, which does not emulate ADX — that would
-/// be a panic far from here. So they are checked here first, and an unsupported CPU is a clear
-/// error with the fix (install another provider before `init`; yours is kept).
-#[cfg(feature = "otlp-http")]
-fn install_crypto_provider() -> Result<(), OtlpError> {
-    if rustls::crypto::CryptoProvider::get_default().is_some() {
-        return Ok(()); // the process's choice wins
-    }
-    if !pure_rust_tls_supported() {
-        return Err(OtlpError::TlsProviderUnsupported);
-    }
-    // An error means another thread installed one meanwhile: theirs wins.
-    let _ = rustls_graviola::default_provider().install_default();
-    Ok(())
-}
-
-/// Whether this CPU has what graviola requires (its own list, checked the same way).
-#[cfg(feature = "otlp-http")]
-fn pure_rust_tls_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("aes")
-            && std::arch::is_x86_feature_detected!("pclmulqdq")
-            && std::arch::is_x86_feature_detected!("bmi1")
-            && std::arch::is_x86_feature_detected!("adx")
-            && std::arch::is_x86_feature_detected!("avx")
-            && std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        std::arch::is_aarch64_feature_detected!("neon")
-            && std::arch::is_aarch64_feature_detected!("aes")
-            && std::arch::is_aarch64_feature_detected!("pmull")
-            && std::arch::is_aarch64_feature_detected!("sha2")
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
 /// Where each signal goes, for error messages.
 #[derive(Debug, Clone)]
 struct Endpoints {
@@ -420,135 +382,6 @@ fn endpoint(signal_var: &str, transport: Transport, path: &str) -> String {
     };
     let base = set("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_else(|| default.to_owned());
     format!("{}{path}", base.trim_end_matches('/'))
-}
-
-/// Keeps the exporters running; flushes and shuts them down on drop (bounded in time).
-///
-/// The global subscriber stays installed after the guard is gone (a global default cannot be
-/// uninstalled); spans recorded after that still feed the registry but are not exported.
-#[must_use = "dropping the guard shuts the exporters down"]
-pub struct OtlpGuard {
-    registry: Arc<ToolHealthRegistry>,
-    tracer_provider: SdkTracerProvider,
-    meter_provider: SdkMeterProvider,
-    shutdown_timeout: Duration,
-    endpoints: Endpoints,
-    shut_down: bool,
-}
-
-impl fmt::Debug for OtlpGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtlpGuard")
-            .field("registry", &self.registry)
-            .field("shutdown_timeout", &self.shutdown_timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-impl OtlpGuard {
-    /// The registry the installed layer feeds and whose metrics are published.
-    pub fn registry(&self) -> &Arc<ToolHealthRegistry> {
-        &self.registry
-    }
-
-    /// The tracer provider (also installed as the global one).
-    pub fn tracer_provider(&self) -> &SdkTracerProvider {
-        &self.tracer_provider
-    }
-
-    /// The meter provider (also installed as the global one).
-    pub fn meter_provider(&self) -> &SdkMeterProvider {
-        &self.meter_provider
-    }
-
-    /// Flushes and shuts both providers down, waiting at most the shutdown timeout; says what
-    /// went wrong, per signal and endpoint (a collector that is down shows up here as an
-    /// export error or a timeout).
-    pub fn shutdown(mut self) -> Result<(), OtlpError> {
-        self.shut_down = true;
-        shutdown(
-            &self.tracer_provider,
-            &self.meter_provider,
-            self.shutdown_timeout,
-            &self.endpoints,
-        )
-    }
-}
-
-impl Drop for OtlpGuard {
-    fn drop(&mut self) {
-        if !self.shut_down {
-            let _ = shutdown(
-                &self.tracer_provider,
-                &self.meter_provider,
-                self.shutdown_timeout,
-                &self.endpoints,
-            );
-        }
-    }
-}
-
-/// Flushes then shuts both providers down on helper threads, in parallel, and waits until
-/// `timeout`: an exporter stuck on a dead connection is abandoned (the process may exit), never
-/// waited for. The flush comes first because its error says what failed (the export); the
-/// shutdown's alone says only that shutting down failed.
-fn shutdown(
-    tracer: &SdkTracerProvider,
-    meter: &SdkMeterProvider,
-    timeout: Duration,
-    endpoints: &Endpoints,
-) -> Result<(), OtlpError> {
-    let deadline = Instant::now() + timeout;
-    let (tx, rx) = mpsc::channel();
-    let (t, m) = (tracer.clone(), meter.clone());
-    let mut errors: Vec<(&'static str, String)> = [
-        detached("traces", tx.clone(), move || {
-            let flushed = t.force_flush();
-            let shut = t.shutdown_with_timeout(timeout);
-            flushed.and(shut)
-        }),
-        detached("metrics", tx, move || {
-            let flushed = m.force_flush();
-            let shut = m.shutdown_with_timeout(timeout);
-            flushed.and(shut)
-        }),
-    ]
-    .into_iter()
-    .filter_map(Result::err)
-    .collect();
-    // Every sender is now owned by a helper: the channel closes when both have reported.
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(result) => errors.extend(result.err()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                return Err(OtlpError::ShutdownTimedOut(timeout))
-            }
-        }
-    }
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let described: Vec<String> = errors
-        .iter()
-        .map(|(signal, e)| format!("{signal} to {}: {e}", endpoints.of(signal)))
-        .collect();
-    Err(OtlpError::Shutdown(described.join("; ")))
-}
-
-/// Runs `f` on a named helper thread that sends its result (with `signal`) to `tx`.
-fn detached(
-    signal: &'static str,
-    tx: mpsc::Sender<Result<(), (&'static str, String)>>,
-    f: impl FnOnce() -> opentelemetry_sdk::error::OTelSdkResult + Send + 'static,
-) -> Result<(), (&'static str, String)> {
-    std::thread::Builder::new()
-        .name(format!("tool-health-{signal}-shutdown"))
-        .spawn(move || {
-            let _ = tx.send(f().map_err(|e| (signal, e.to_string())));
-        })
-        .map(drop)
-        .map_err(|e| (signal, format!("cannot spawn the shutdown thread: {e}")))
 }
 
 /// The filter on the OpenTelemetry layer: everything except the exporters' own transport
@@ -623,118 +456,5 @@ impl Transport {
             };
         }
         Ok(Self::DEFAULT)
-    }
-}
-
-/// Why [`init`], [`OtlpBuilder::layers`] or [`OtlpGuard::shutdown`] failed. Each message says
-/// what to do.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum OtlpError {
-    /// `init` was already called in this process.
-    AlreadyInitialized,
-    /// A gRPC exporter was asked for outside a tokio runtime.
-    NoTokioRuntime,
-    /// A protocol variable names a protocol OTLP exporters here do not speak (`http/json`).
-    UnsupportedProtocol {
-        /// The environment variable.
-        variable: &'static str,
-        /// Its value.
-        value: String,
-    },
-    /// A protocol variable names a transport whose feature is off in this build.
-    TransportNotCompiled {
-        /// The environment variable.
-        variable: &'static str,
-        /// Its value.
-        value: String,
-        /// The tool-health feature that carries it.
-        feature: &'static str,
-    },
-    /// The SDK could not build an exporter (an invalid endpoint or header, say).
-    Exporter {
-        /// `traces` or `metrics`.
-        signal: &'static str,
-        /// The SDK's error.
-        error: ExporterBuildError,
-    },
-    /// Another global `tracing` subscriber is already installed.
-    SubscriberAlreadySet,
-    /// OTLP over HTTP needs a rustls crypto provider; the built-in pure-Rust one (graviola)
-    /// needs AES, PCLMULQDQ, BMI1, ADX, AVX and AVX2 (x86-64) or NEON, AES, PMULL and SHA2
-    /// (aarch64), which this CPU (or valgrind) does not offer, and the process installed none.
-    TlsProviderUnsupported,
-    /// Flushing or shutting down failed (e.g. the collector is unreachable): per signal, the
-    /// endpoint and the SDK's error.
-    Shutdown(String),
-    /// The final flush did not finish within the shutdown timeout.
-    ShutdownTimedOut(Duration),
-}
-
-impl fmt::Display for OtlpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::AlreadyInitialized => f.write_str(
-                "tool_health::otlp::init was already called in this process: keep the first \
-                 OtlpGuard (its registry is guard.registry()), or build layers for another \
-                 subscriber with tool_health::otlp::builder(..).layers()",
-            ),
-            Self::NoTokioRuntime => f.write_str(
-                "OTLP over gRPC needs a tokio runtime: call init from inside one \
-                 (or set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf)",
-            ),
-            Self::UnsupportedProtocol { variable, value } => write!(
-                f,
-                "{variable}={value:?} is not supported: set it to http/protobuf or grpc"
-            ),
-            Self::TransportNotCompiled {
-                variable,
-                value,
-                feature,
-            } => write!(
-                f,
-                "{variable}={value:?} needs tool-health's `{feature}` feature, which this build \
-                 does not have: add it (features = [\"{feature}\"]) or change {variable}"
-            ),
-            Self::Exporter { signal, error } => write!(
-                f,
-                "cannot build the OTLP {signal} exporter: {error} (check \
-                 OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS and their \
-                 per-signal forms)"
-            ),
-            Self::SubscriberAlreadySet => f.write_str(
-                "a global tracing subscriber is already installed, so otlp::init cannot \
-                 install its own: add tool-health's layers to yours instead — \
-                 `let (layer, guard) = tool_health::otlp::builder(\"my-service\").layers()?;` \
-                 then `.with(layer)` where you build your subscriber",
-            ),
-            Self::TlsProviderUnsupported => f.write_str(
-                "this CPU lacks the instructions tool-health's pure-Rust TLS provider (graviola) \
-                 needs (x86-64: AES, PCLMULQDQ, BMI1, ADX, AVX, AVX2; valgrind lacks ADX): \
-                 install a rustls crypto provider before calling init — e.g. \
-                 `rustls::crypto::ring::default_provider().install_default()` with rustls's \
-                 `ring` feature — or export over gRPC (feature otlp-grpc, \
-                 OTEL_EXPORTER_OTLP_PROTOCOL=grpc)",
-            ),
-            Self::Shutdown(e) => write!(
-                f,
-                "OTLP export failed at shutdown ({e}): is the collector running and \
-                 reachable? (OTEL_EXPORTER_OTLP_ENDPOINT)"
-            ),
-            Self::ShutdownTimedOut(t) => write!(
-                f,
-                "OTLP flush did not finish within {t:?}: the collector is slow or unreachable \
-                 (raise otlp::builder(..).shutdown_timeout(..) to wait longer)"
-            ),
-        }
-    }
-}
-
-impl Error for OtlpError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            Self::Exporter { error, .. } => Some(error),
-            _ => None,
-        }
     }
 }

@@ -67,6 +67,11 @@ const SHADOW_BIT: u64 = 0b100;
 /// Set by the evictor on an entry it retired: a handle's gate then leaves the fast path and
 /// follows its tool to the live entry. Not a control: never cleared, kept by every change.
 const RETIRED_BIT: u64 = 0b1000;
+/// Set while a coordinator has a say in the tool's current open episode (it opened the breaker
+/// for another replica's trip, or holds its probe back while another replica probes): the
+/// gate leaves its fast refusal path for one that counts these refusals apart and says where
+/// they came from. Not a control: kept by every change, cleared when the episode ends.
+const COORDINATED_BIT: u64 = 0b1_0000;
 const UNTIL_SHIFT: u32 = 8;
 
 /// The manual mode of a tool.
@@ -85,8 +90,9 @@ pub enum ToolControl {
     ForcedClosed,
 }
 
-/// The control word: bits 0–1 mode, bit 2 shadow, bit 3 retired (see `RETIRED_BIT`), bits
-/// 8–63 the forced-open end in ticks (all ones: until released).
+/// The control word: bits 0–1 mode, bit 2 shadow, bit 3 retired (see `RETIRED_BIT`), bit 4
+/// coordinated (see `COORDINATED_BIT`), bits 8–63 the forced-open end in ticks (all ones:
+/// until released).
 #[derive(Debug)]
 pub(crate) struct Control(AtomicU64);
 
@@ -132,8 +138,37 @@ impl Control {
     }
 
     /// The raw word as the evictor reads it, in the eviction handshake (see the module docs).
+    /// The coordinated bit is left out: the evictor only takes a tool whose breaker is closed,
+    /// and a closed breaker's episode is over whatever the bit still says.
     pub(crate) fn raw_for_eviction(&self) -> u64 {
-        self.0.load(SeqCst)
+        self.0.load(SeqCst) & !COORDINATED_BIT
+    }
+
+    /// Whether `raw` holds nothing but the coordinated bit: no operator control.
+    #[inline]
+    pub(crate) fn only_coordinated(raw: u64) -> bool {
+        raw & !COORDINATED_BIT == 0
+    }
+
+    /// Whether a coordinator has a say in the current episode (see `COORDINATED_BIT`).
+    #[inline]
+    pub(crate) fn is_coordinated(raw: u64) -> bool {
+        raw & COORDINATED_BIT != 0
+    }
+
+    /// Clears the coordinated bit if it is the only bit set (the gate found the breaker closed:
+    /// the coordinated episode is over). A concurrent change wins.
+    pub(crate) fn clear_coordinated_if_alone(&self) {
+        let _ = self.0.compare_exchange(COORDINATED_BIT, 0, SeqCst, Relaxed);
+    }
+
+    /// Sets or clears the coordinated bit.
+    pub(crate) fn set_coordinated(&self, on: bool) {
+        if on {
+            self.0.fetch_or(COORDINATED_BIT, SeqCst);
+        } else if self.raw() & COORDINATED_BIT != 0 {
+            self.0.fetch_and(!COORDINATED_BIT, SeqCst);
+        }
     }
 
     /// Marks the entry retired (the evictor, after it won the entry).
@@ -170,7 +205,7 @@ impl Control {
             ToolControl::ForcedClosed => MODE_FORCED_CLOSED,
         };
         let _ = self.0.fetch_update(SeqCst, SeqCst, |w| {
-            Some((w & (SHADOW_BIT | RETIRED_BIT)) | bits)
+            Some((w & (SHADOW_BIT | RETIRED_BIT | COORDINATED_BIT)) | bits)
         });
     }
 
@@ -220,5 +255,19 @@ mod tests {
             c.state().forced_open_until(Ticks::new(u64::MAX - 1)),
             Some(Ticks::NEVER)
         );
+    }
+
+    #[test]
+    fn the_coordinated_bit_is_no_control_and_survives_changes() {
+        let c = Control::default();
+        c.set_coordinated(true);
+        assert!(Control::only_coordinated(c.raw()) && Control::is_coordinated(c.raw()));
+        assert_eq!(c.state().mode, ToolControl::Normal);
+        assert_eq!(c.raw_for_eviction(), 0);
+        c.set_mode(ToolControl::ForcedClosed, Ticks::ZERO);
+        assert!(Control::is_coordinated(c.raw()) && !Control::only_coordinated(c.raw()));
+        c.set_mode(ToolControl::Normal, Ticks::ZERO);
+        c.set_coordinated(false);
+        assert_eq!(c.raw(), 0);
     }
 }

@@ -101,8 +101,9 @@ pub use policy::{
     Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy, WINDOW_BUCKETS,
 };
 pub use registry::{
-    CallEvent, EvictedTool, HealthObserver, OverflowStats, RegistryBuilder, ToolHandle,
-    ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool, DEFAULT_MAX_TOOLS, LOG_TARGET,
+    CallEvent, CoordinationView, EvictedTool, HealthObserver, OverflowStats, ProbeHold,
+    RegistryBuilder, RemoteOpen, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot,
+    UnavailableTool, DEFAULT_MAX_TOOLS, LOG_TARGET,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
 pub use semconv::REFUSAL_ERROR_TYPE;

@@ -93,8 +93,8 @@ use crate::breaker::{BreakerState, Transition};
 use crate::call::CallOutcome;
 use crate::registry::{CallEvent, EvictedTool, HealthObserver, ToolHealthRegistry};
 use crate::semconv::{
-    ENFORCED, ERROR_TYPE, METRIC_OVERFLOW as OVERFLOW, OTHER as OTHER_ERROR, OUTCOME, TOOL_NAME,
-    TRANSITION_FROM as FROM, TRANSITION_TO as TO,
+    ENFORCED, ERROR_TYPE, GATE_SOURCE, METRIC_OVERFLOW as OVERFLOW, OTHER as OTHER_ERROR, OUTCOME,
+    SOURCE_FLEET, TOOL_NAME, TRANSITION_FROM as FROM, TRANSITION_TO as TO,
 };
 
 pub use crate::semconv::{
@@ -123,8 +123,8 @@ const CALL_OUTCOMES: [CallOutcome; 4] = [
 /// call on the same meter registers the callbacks again and the SDK reports the sum.
 pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
     let names = Arc::new(ToolNames::default());
-    let calls = Arc::new(Monotone::<5>::default());
-    let transitions = Arc::new(Monotone::<4>::default());
+    let calls = Arc::new(Monotone::<6>::default());
+    let transitions = Arc::new(Monotone::<5>::default());
 
     meter
         .f64_observable_gauge(SCORE)
@@ -166,18 +166,21 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .with_callback(observe(registry, &names, {
             let calls = Arc::clone(&calls);
             move |reg, names, obs| {
+                let coordinated = reg.is_coordinated();
                 calls.collect(|series| {
                     reg.for_each_tool(|tool, view| {
                         let raw = view.raw();
-                        let [success, failure, refused, cancelled, shadow_refused] = series
-                            .observe(
+                        let [success, failure, refused, cancelled, shadow_refused, fleet_refused] =
+                            series.observe(
                                 tool,
                                 [
                                     raw.success,
                                     raw.failure,
-                                    raw.refused,
+                                    // The fleet's refusals have a series of their own.
+                                    raw.refused.saturating_sub(raw.coordinated_refused),
                                     raw.cancelled,
                                     raw.shadow_refused,
+                                    raw.coordinated_refused,
                                 ],
                             );
                         names.with(tool, |name| {
@@ -200,6 +203,18 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                                         name.clone(),
                                         outcome_attr(CallOutcome::Refused),
                                         KeyValue::new(ENFORCED, false),
+                                    ],
+                                );
+                            }
+                            // Refusals the fleet decided (a coordinator is attached: reported
+                            // for every tool, zeros included).
+                            if coordinated {
+                                obs.observe(
+                                    fleet_refused,
+                                    &[
+                                        name.clone(),
+                                        outcome_attr(CallOutcome::Refused),
+                                        KeyValue::new(GATE_SOURCE, SOURCE_FLEET),
                                     ],
                                 );
                             }
@@ -229,11 +244,20 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .with_callback(observe(registry, &names, {
             let transitions = Arc::clone(&transitions);
             move |reg, names, obs| {
+                // The open → closed edge only a coordinator takes: reported (for every tool)
+                // once one is attached.
+                let edges = if reg.is_coordinated() {
+                    Transition::PAIRS.len()
+                } else {
+                    Transition::PAIRS.len() - 1
+                };
                 transitions.collect(|series| {
                     reg.for_each_tool(|tool, view| {
                         let counts = series.observe(tool, view.transitions());
                         names.with(tool, |name| {
-                            for (count, (from, to)) in counts.iter().zip(Transition::PAIRS) {
+                            for (count, (from, to)) in
+                                counts.iter().zip(Transition::PAIRS).take(edges)
+                            {
                                 let attrs = [
                                     name.clone(),
                                     KeyValue::new(FROM, from.as_str()),
@@ -450,8 +474,8 @@ impl<const N: usize> MonotoneState<N> {
 struct DurationRecorder {
     histogram: Histogram<f64>,
     names: Arc<ToolNames>,
-    calls: Arc<Monotone<5>>,
-    transitions: Arc<Monotone<4>>,
+    calls: Arc<Monotone<6>>,
+    transitions: Arc<Monotone<5>>,
 }
 
 impl HealthObserver for DurationRecorder {
@@ -462,9 +486,12 @@ impl HealthObserver for DurationRecorder {
             [
                 evicted.success_count,
                 evicted.failure_count,
-                evicted.refused_count,
+                evicted
+                    .refused_count
+                    .saturating_sub(evicted.coordinated_refused_count),
                 evicted.cancelled_count,
                 evicted.shadow_refused_count,
+                evicted.coordinated_refused_count,
             ],
         );
         self.transitions.evicted(evicted.tool, evicted.transitions);

@@ -52,6 +52,13 @@ pub(crate) const ERROR_FIELD: &str = "error";
 pub const GATE_DECISION: &str = "tool_health.gate.decision";
 /// Span attribute written on a call shadow mode let through: `false`.
 pub const GATE_ENFORCED: &str = "tool_health.gate.enforced";
+/// Span attribute (on a refused or probe span) and metric attribute (on the
+/// `tool_health.calls` series of such refusals): [`SOURCE_FLEET`] when the decision came from
+/// the fleet — the breaker was opened for another replica's trip, or its probe is held back
+/// for another replica's. Absent on local decisions.
+pub const GATE_SOURCE: &str = "tool_health.gate.source";
+/// The value of [`GATE_SOURCE`] on the fleet's decisions.
+pub const SOURCE_FLEET: &str = "fleet";
 /// Span attribute (the breaker state at admission) and metric attribute (the state a
 /// `tool_health.breaker.state` series is about): `closed`, `open`, `half_open`.
 pub const BREAKER_STATE: &str = "tool_health.breaker.state";
@@ -78,6 +85,20 @@ pub const METRIC_CALLS: &str = "tool_health.calls";
 pub const METRIC_TRANSITIONS: &str = "tool_health.breaker.transitions";
 /// `gen_ai.execute_tool.duration`: how long each tool call took, in seconds.
 pub const METRIC_DURATION: &str = "gen_ai.execute_tool.duration";
+/// `tool_health.fleet.connected`: 1 while the fleet's store answers, 0 while it does not.
+pub const METRIC_FLEET_CONNECTED: &str = "tool_health.fleet.connected";
+/// `tool_health.fleet.sync_lag`: seconds since the fleet's last complete exchange with its store.
+pub const METRIC_FLEET_SYNC_LAG: &str = "tool_health.fleet.sync_lag";
+/// `tool_health.fleet.rejected`: values read from the store (or its channel) the fleet could
+/// not trust, and ignored.
+pub const METRIC_FLEET_REJECTED: &str = "tool_health.fleet.rejected";
+/// `tool_health.fleet.applied`: decisions of other replicas the fleet applied here, by kind.
+pub const METRIC_FLEET_APPLIED: &str = "tool_health.fleet.applied";
+/// Metric attribute of `tool_health.fleet.applied`: `open`, `close`, `hold`, `control`.
+pub const FLEET_ACTION: &str = "tool_health.fleet.action";
+/// Metric attribute of `tool_health.fleet.rejected`: what kind of value was rejected.
+pub const FLEET_VALUE: &str = "tool_health.fleet.value";
+
 /// Metric attribute of `tool_health.calls`: `success`, `failure`, `refused`.
 pub(crate) const OUTCOME: &str = "tool_health.outcome";
 /// Metric attribute: `false` on the `tool_health.calls` series of refusals shadow mode did not

@@ -118,8 +118,9 @@ pub(crate) const STRIPES: usize = 2;
 /// The counters the metrics export as counters only ever grow (a counter must never go down):
 /// [`ToolStats::reset`] records where they stood in `base` instead of zeroing them, and reads
 /// subtract it. The bases fill the line's spare words, so they cost no memory: stripe 0 holds
-/// the bases of success, failure and refused, stripe 1 those of the shadow refusals and the
-/// cancellations (whose counters are unstriped). They are written only by a reset.
+/// the bases of success, failure and refused, stripe 1 those of the shadow refusals, the
+/// cancellations and the coordinated refusals (whose counters are unstriped). They are written
+/// only by a reset.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 struct Stripe {
@@ -172,6 +173,10 @@ pub(crate) struct ToolStats {
     shadow_refused: AtomicU64,
     /// Calls started and never finished (rare: unstriped).
     cancelled: AtomicU64,
+    /// Of the refusals, those made while a coordinator had a say in the episode (another
+    /// replica's trip, a probe held back for another replica): unstriped, counted on the
+    /// coordinated gate path only.
+    coordinated_refused: AtomicU64,
     /// Read on every call, written only when raised: shared between threads.
     max_duration_ns: AtomicU64,
     /// Read on every call, written only when it moves (never at 1.0 on a run of successes).
@@ -187,6 +192,8 @@ pub(crate) struct StatsSnapshot {
     pub(crate) refused: u64,
     pub(crate) shadow_refused: u64,
     pub(crate) cancelled: u64,
+    /// Included in `refused`.
+    pub(crate) coordinated_refused: u64,
     pub(crate) total_duration_ns: u64,
     pub(crate) max_duration_ns: u64,
     pub(crate) ewma: u64,
@@ -226,6 +233,7 @@ impl Default for ToolStats {
             stripes: Box::default(),
             shadow_refused: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
+            coordinated_refused: AtomicU64::new(0),
             max_duration_ns: AtomicU64::new(0),
             ewma: AtomicU64::new(EWMA_SCALE),
         }
@@ -259,6 +267,14 @@ impl ToolStats {
         self.stripe().refused.fetch_add(1, Relaxed);
     }
 
+    /// Records a refusal made while a coordinator has a say in the episode: a refusal, also
+    /// counted apart.
+    #[inline]
+    pub(crate) fn record_coordinated_refused(&self) {
+        self.record_refused();
+        self.coordinated_refused.fetch_add(1, Relaxed);
+    }
+
     /// Records a call shadow mode let through that the breaker would have refused.
     #[inline]
     pub(crate) fn record_shadow_refused(&self) {
@@ -283,7 +299,11 @@ impl ToolStats {
         for (slot, value) in s0.base.iter().zip([raw.success, raw.failure, raw.refused]) {
             slot.store(value, Relaxed);
         }
-        for (slot, value) in s1.base.iter().zip([raw.shadow_refused, raw.cancelled]) {
+        for (slot, value) in
+            s1.base
+                .iter()
+                .zip([raw.shadow_refused, raw.cancelled, raw.coordinated_refused])
+        {
             slot.store(value, Relaxed);
         }
         for s in self.stripes.iter() {
@@ -338,6 +358,7 @@ impl ToolStats {
             refused: raw.refused.saturating_sub(base(&s0.base[2])),
             shadow_refused: raw.shadow_refused.saturating_sub(base(&s1.base[0])),
             cancelled: raw.cancelled.saturating_sub(base(&s1.base[1])),
+            coordinated_refused: raw.coordinated_refused.saturating_sub(base(&s1.base[2])),
             ..raw
         }
     }
@@ -357,6 +378,7 @@ impl ToolStats {
             refused: sum(|s| &s.refused),
             shadow_refused: self.shadow_refused.load(Relaxed),
             cancelled: self.cancelled.load(Relaxed),
+            coordinated_refused: self.coordinated_refused.load(Relaxed),
             // Each stripe saturates and so does their sum: the total never wraps.
             total_duration_ns: sum(|s| &s.total_duration_ns),
             max_duration_ns: self.max_duration_ns.load(Relaxed),

@@ -700,6 +700,84 @@ fn shadow_mode_refusals_have_their_own_series_with_enforced_false() {
 }
 
 #[test]
+fn a_coordinated_registry_reports_the_fleets_refusals_and_the_open_to_closed_edge() {
+    let h = Harness::new(100);
+    h.registry.record_success("sql", ms(10));
+    // No coordinator: four edges, one refused series.
+    let points = h.collect();
+    let edges = |points: &[Point]| {
+        of(points, TRANSITIONS)
+            .iter()
+            .filter(|p| p.attr("gen_ai.tool.name") == Some("sql"))
+            .count()
+    };
+    assert_eq!(edges(&points), 4);
+    h.registry.mark_coordinated();
+    let points = h.collect();
+    assert_eq!(
+        edges(&points),
+        5,
+        "zeros included once a coordinator is attached"
+    );
+    let fleet = &[
+        ("gen_ai.tool.name", "sql"),
+        ("tool_health.outcome", "refused"),
+        ("tool_health.gate.source", "fleet"),
+    ];
+    assert_eq!(find(&points, CALLS, fleet).value, 0.0);
+
+    // Another replica tripped: two refusals are the fleet's; one local trip later, one is not.
+    let opened = h
+        .registry
+        .open_remotely("sql", Duration::from_secs(5), true)
+        .unwrap();
+    assert!(!h.registry.allow_request("sql"));
+    assert!(!h.registry.allow_request("sql"));
+    h.registry.close_remotely("sql", opened.generation);
+    h.registry.record_failure("sql", ms(1));
+    h.registry.record_failure("sql", ms(1)); // trips here (threshold 2)
+    assert!(!h.registry.allow_request("sql"));
+    let points = h.collect();
+    assert_eq!(find(&points, CALLS, fleet).value, 2.0);
+    let local: Vec<_> = of(&points, CALLS)
+        .into_iter()
+        .filter(|p| {
+            p.attr("gen_ai.tool.name") == Some("sql")
+                && p.attr("tool_health.outcome") == Some("refused")
+                && p.attr("tool_health.gate.source").is_none()
+        })
+        .collect();
+    assert_eq!(local.len(), 1);
+    assert_eq!(
+        local[0].value, 1.0,
+        "the plain series holds the local refusals only"
+    );
+    assert_eq!(h.registry.snapshot("sql").unwrap().refused_count, 3);
+    let edge = |from: &str, to: &str| {
+        find(
+            &points,
+            TRANSITIONS,
+            &[
+                ("gen_ai.tool.name", "sql"),
+                ("tool_health.breaker.from", from),
+                ("tool_health.breaker.to", to),
+            ],
+        )
+        .value
+    };
+    assert_eq!(
+        edge("closed", "open"),
+        2.0,
+        "the remote open and the local trip"
+    );
+    assert_eq!(
+        edge("open", "closed"),
+        1.0,
+        "the remote close of an open breaker"
+    );
+}
+
+#[test]
 fn a_forced_open_tool_reads_open_in_the_state_gauge() {
     let h = Harness::new(100);
     h.registry.record_success("sql", ms(10));

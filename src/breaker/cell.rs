@@ -6,10 +6,10 @@
 // Loom's atomics only in the library's own test build: the crate is also built as a normal
 // dependency (its dev-dependency on itself), where loom is not available.
 #[cfg(all(test, tool_health_loom))]
-use loom::sync::atomic::AtomicU64;
-#[cfg(not(all(test, tool_health_loom)))]
-use std::sync::atomic::AtomicU64;
+use loom::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::atomic::Ordering;
+#[cfg(not(all(test, tool_health_loom)))]
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,10 @@ use super::{BreakerState, Recorded, Transition, TransitionReason};
 pub(crate) struct Breaker {
     word: AtomicU64,
     consecutive: AtomicU64,
-    transitions: [AtomicU64; 4],
+    /// How many times each edge of [`Transition::PAIRS`] was taken, saturating at `u32::MAX`
+    /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
+    /// took, and the budget per tool has no room for more).
+    transitions: [AtomicU32; 5],
     /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
     /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
     /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
@@ -59,7 +62,7 @@ impl Breaker {
         let b = Self {
             word: AtomicU64::new(Word::closed(generation).encode()),
             consecutive: AtomicU64::new(0),
-            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
+            transitions: std::array::from_fn(|_| AtomicU32::new(0)),
             history: AtomicU64::new(Ticks::NEVER.get()),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
@@ -134,8 +137,8 @@ impl Breaker {
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
-    pub(crate) fn transition_counts(&self) -> [u64; 4] {
-        std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed))
+    pub(crate) fn transition_counts(&self) -> [u64; 5] {
+        std::array::from_fn(|i| u64::from(self.transitions[i].load(Ordering::Relaxed)))
     }
 
     /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
@@ -266,11 +269,25 @@ impl Breaker {
 
     /// Records a failure for the breaker (`generation`: the permit's, when there is one;
     /// `not_before`: the tool's retry hint as an instant, zero for none).
+    #[cfg(test)]
     pub(crate) fn on_failure(
         &self,
         generation: Option<u32>,
         clock: Now,
         not_before: Ticks,
+    ) -> Recorded {
+        self.on_failure_rated(generation, clock, not_before, true)
+    }
+
+    /// [`on_failure`](Self::on_failure), where `rate_trips` says whether the local failure-rate
+    /// window may trip the breaker (a coordinator that evaluates the rate over the whole fleet
+    /// turns it off while it is connected); its counts are kept either way.
+    pub(crate) fn on_failure_rated(
+        &self,
+        generation: Option<u32>,
+        clock: Now,
+        not_before: Ticks,
+        rate_trips: bool,
     ) -> Recorded {
         let now = clock.at;
         let w = self.load();
@@ -292,7 +309,7 @@ impl Breaker {
             ) => {
                 window.add(now, false);
                 let (failures, calls) = window.counts(now);
-                Some(TripPolicy::rate_trips(ratio, min_calls, failures, calls))
+                Some(rate_trips && TripPolicy::rate_trips(ratio, min_calls, failures, calls))
             }
             _ => None,
         };
@@ -364,6 +381,88 @@ impl Breaker {
         .1
     }
 
+    /// A coordinator's decision made elsewhere: open until at least `until` (see
+    /// [`Event::RemoteOpen`]). Answers the word it was applied to, the word installed (the
+    /// same when nothing changed) and the transitions made.
+    pub(crate) fn remote_open(
+        &self,
+        until: Ticks,
+        abort_probe: bool,
+        now: Now,
+    ) -> (Word, Word, Recorded) {
+        let t = self.timing(&self.policy.load());
+        let words = std::cell::Cell::new((self.load(), self.load()));
+        let recorded = self
+            .apply(
+                self.load(),
+                now,
+                |_| (Event::RemoteOpen { until, abort_probe }, t),
+                |s, w| words.set((w, s.next)),
+            )
+            .1;
+        let (before, after) = words.get();
+        (before, after, recorded)
+    }
+
+    /// When `w` lets the next probe through, evaluated at `now`: an Open word's deadline, a
+    /// half-open word's expired lease's end plus the recovery; `None` for any other word.
+    pub(crate) fn ready_at(&self, w: Word, now: Ticks) -> Option<Ticks> {
+        match effective(w, now, &self.timing(&self.policy.load())) {
+            Effective::Open { ready_at, .. } => Some(ready_at),
+            _ => None,
+        }
+    }
+
+    /// The cooldown an opening would get now: the recovery at the current backoff level,
+    /// jitter left out.
+    pub(crate) fn recovery(&self) -> Ticks {
+        self.policy.load().recovery_ticks(self.backoff_level())
+    }
+
+    /// A coordinator's decision made elsewhere: another replica's probe succeeded (see
+    /// [`Event::RemoteClose`]). Closing here is what a probe's success does: a fresh
+    /// failure-rate window, the backoff's calm counted from now.
+    pub(crate) fn remote_close(&self, since: u32, now: Now) -> Recorded {
+        let t = self.timing(&self.policy.load());
+        self.apply(
+            self.load(),
+            now,
+            |_| (Event::RemoteClose { since }, t),
+            |s, _| {
+                if s.transition.is_some() {
+                    self.set_history(HISTORY_CLOSED_MASK, now.at.get());
+                    if let Some(window) = &*self.window.load() {
+                        window.clear();
+                    }
+                }
+            },
+        )
+        .1
+    }
+
+    /// Puts back a deadline a coordinator extended, if the word is still exactly what it
+    /// installed (see [`Event::Restore`]). Whether it did.
+    pub(crate) fn restore(&self, installed: Word, to: Ticks, now: Now) -> bool {
+        let t = self.timing(&self.policy.load());
+        let done = std::cell::Cell::new(false);
+        self.apply(
+            self.load(),
+            now,
+            |_| {
+                (
+                    Event::Restore {
+                        generation: installed.generation,
+                        from: installed.deadline,
+                        to,
+                    },
+                    t,
+                )
+            },
+            |s, w| done.set(s.next != w && s.next.deadline == to),
+        );
+        done.get()
+    }
+
     /// Back to fresh: closed, counters zero, backoff forgotten. The generation still grows, so
     /// permits handed out before the reset are stale afterwards.
     pub(crate) fn reset(&self) {
@@ -430,7 +529,12 @@ impl Breaker {
                 transition: s.transition,
             };
             for t in recorded.transitions() {
-                self.transitions[t.pair_index()].fetch_add(1, Ordering::Relaxed);
+                // Saturating: a tally must never wrap (an exported counter never goes down).
+                let _ = self.transitions[t.pair_index()].fetch_update(
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                    |n| n.checked_add(1),
+                );
             }
             return (s.decision, recorded);
         }
@@ -542,6 +646,6 @@ mod tests {
             3,
             "a success while open is ignored"
         );
-        assert_eq!(b.transition_counts(), [1, 0, 0, 0]);
+        assert_eq!(b.transition_counts(), [1, 0, 0, 0, 0]);
     }
 }

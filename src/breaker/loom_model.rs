@@ -52,7 +52,7 @@ fn one_probe_per_episode() {
         let probes: Vec<_> = hs.into_iter().filter_map(|h| h.join().unwrap()).collect();
         assert_eq!(probes.len(), 1, "exactly one probe: {probes:?}");
         assert_eq!(b.effective(t(10).at).state(), BreakerState::HalfOpen);
-        assert_eq!(b.transition_counts(), [1, 1, 0, 0], "no lost transition");
+        assert_eq!(b.transition_counts(), [1, 1, 0, 0, 0], "no lost transition");
     });
 }
 

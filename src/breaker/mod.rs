@@ -62,6 +62,7 @@ use std::fmt;
 
 pub(crate) use cell::Breaker;
 pub(crate) use step::Effective;
+pub(crate) use word::Word;
 
 /// The state of a tool's circuit breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,6 +111,13 @@ pub enum TransitionReason {
     LeaseExpired,
     /// HalfOpen → Open: the probe was cancelled and gave its slot back; the next call may probe.
     ProbeReleased,
+    /// Closed or HalfOpen → Open: a coordinator applied a decision made elsewhere — another
+    /// replica's breaker tripped (see `ToolHealthRegistry::open_remotely`). A probe in flight
+    /// here is stale from then on.
+    RemoteOpen,
+    /// Open or HalfOpen → Closed: a coordinator applied a decision made elsewhere — another
+    /// replica's probe succeeded (see `ToolHealthRegistry::close_remotely`).
+    RemoteClose,
 }
 
 impl TransitionReason {
@@ -122,6 +130,8 @@ impl TransitionReason {
             Self::ProbeFailed => "probe failed",
             Self::LeaseExpired => "probe lease expired",
             Self::ProbeReleased => "probe cancelled and released",
+            Self::RemoteOpen => "opened by another replica",
+            Self::RemoteClose => "closed by another replica's probe",
         }
     }
 }
@@ -151,17 +161,23 @@ impl Transition {
             (Closed, Open) => 0,
             (Open, HalfOpen) => 1,
             (HalfOpen, Closed) => 2,
-            _ => 3, // (HalfOpen, Open): the only other edge of the state machine
+            (HalfOpen, Open) => 3,
+            // (Open, Closed): only a coordinator's remote close takes it. The two remaining
+            // pairs are no edge at all (a state never "changes" to itself).
+            _ => 4,
         }
     }
 
     /// Every edge of the state machine: (closed, open), (open, half_open), (half_open, closed),
-    /// (half_open, open).
-    pub const PAIRS: [(BreakerState, BreakerState); 4] = [
+    /// (half_open, open), and (open, closed) — the edge only a coordinator takes, when another
+    /// replica's probe closed the breaker while this one was still open
+    /// ([`TransitionReason::RemoteClose`]).
+    pub const PAIRS: [(BreakerState, BreakerState); 5] = [
         (BreakerState::Closed, BreakerState::Open),
         (BreakerState::Open, BreakerState::HalfOpen),
         (BreakerState::HalfOpen, BreakerState::Closed),
         (BreakerState::HalfOpen, BreakerState::Open),
+        (BreakerState::Open, BreakerState::Closed),
     ];
 }
 

@@ -8,7 +8,7 @@
 use crate::call::{GateDecision, Permit};
 use crate::ticks::{Now, Ticks};
 
-use super::word::{next_gen, Word, HALF_OPEN, OPEN};
+use super::word::{next_gen, Word, GEN_MASK, HALF_OPEN, OPEN};
 use super::{BreakerState, Transition, TransitionReason};
 
 /// The durations one step works with, computed from the tool's policy just before the step.
@@ -99,6 +99,29 @@ pub(crate) enum Event {
     /// or denied call): `Some(generation)` through the probe's permit, `None` by name (whatever
     /// probe is in flight, as a success by name is taken for the probe's).
     Release(Option<u32>),
+    /// A coordinator's decision made elsewhere: stay open until at least `until`. A closed
+    /// breaker opens (a new episode); an open one keeps its episode and its deadline becomes
+    /// the later of the two (never earlier: a local retry hint or backoff stays a floor); a
+    /// live probe here is aborted (a new episode) only with `abort_probe`.
+    RemoteOpen { until: Ticks, abort_probe: bool },
+    /// A coordinator's decision made elsewhere: another replica's probe succeeded. Closes an
+    /// open or half-open breaker whose generation is `since` or a later one of the same run
+    /// (probe grants and releases that followed it); a breaker already closed stays as it is.
+    RemoteClose { since: u32 },
+    /// Puts back an open deadline a coordinator extended: an Open word of `generation` whose
+    /// deadline is still exactly `from` gets `to`; any other word is left alone (something
+    /// newer happened, and it stands).
+    Restore {
+        generation: u32,
+        from: Ticks,
+        to: Ticks,
+    },
+}
+
+/// Whether generation `g` is `since` or follows it by less than half the generation space:
+/// the episode a coordinator saw, or a continuation of it.
+fn continues(since: u32, g: u32) -> bool {
+    g.wrapping_sub(since) & GEN_MASK <= GEN_MASK / 2
 }
 
 /// The result of one pure step.
@@ -231,6 +254,46 @@ pub(crate) fn step(w: Word, ev: Event, clock: Now, t: &Timing) -> Step {
             out.transition = transition(S::HalfOpen, S::Open, TransitionReason::ProbeReleased);
         }
         (Event::Release(_), _) => {}
+
+        (Event::RemoteOpen { until, .. }, Effective::Closed) => {
+            out.next = Word::open(next_gen(w.generation), until);
+            out.transition = transition(S::Closed, S::Open, TransitionReason::RemoteOpen);
+        }
+        (Event::RemoteOpen { until, .. }, Effective::Open { ready_at, .. }) => {
+            out.next = Word::open(w.generation, ready_at.max(until));
+        }
+        (
+            Event::RemoteOpen {
+                until,
+                abort_probe: true,
+            },
+            Effective::HalfOpen { .. },
+        ) => {
+            out.next = Word::open(next_gen(w.generation), until);
+            out.transition = transition(S::HalfOpen, S::Open, TransitionReason::RemoteOpen);
+        }
+        (Event::RemoteOpen { .. }, Effective::HalfOpen { .. }) => {}
+
+        (Event::RemoteClose { .. }, Effective::Closed) => {}
+        (Event::RemoteClose { since }, eff) if continues(since, w.generation) => {
+            out.next = Word::closed(next_gen(w.generation));
+            out.reset_counter = true;
+            out.transition = transition(eff.state(), S::Closed, TransitionReason::RemoteClose);
+        }
+        (Event::RemoteClose { .. }, _) => {}
+
+        (
+            Event::Restore {
+                generation,
+                from,
+                to,
+            },
+            _,
+        ) => {
+            if w.state == OPEN && w.generation == generation && w.deadline == from {
+                out.next = Word::open(generation, to);
+            }
+        }
     }
     out
 }
@@ -393,6 +456,85 @@ mod tests {
             &T,
         );
         assert_eq!(probe.next, Word::half_open(2, ticks(40_002)));
+    }
+
+    #[test]
+    fn a_remote_open_opens_closed_extends_open_and_aborts_a_probe_only_when_asked() {
+        let ro = |until, abort_probe| Event::RemoteOpen {
+            until: ticks(until),
+            abort_probe,
+        };
+        // Closed: a new episode.
+        let s = run(Word::closed(4), ro(20_000, false), 1_000);
+        assert_eq!(s.next, Word::open(5, ticks(20_000)));
+        assert_eq!(
+            s.transition.map(|t| (t.from, t.to, t.reason)),
+            Some((Closed, Open, TransitionReason::RemoteOpen))
+        );
+        // Open: the later deadline wins, the episode stays.
+        let o = Word::open(5, ticks(30_000));
+        assert_eq!(run(o, ro(20_000, true), 1_000).next, o, "never earlier");
+        let s = run(o, ro(40_000, true), 1_000);
+        assert_eq!(s.next, Word::open(5, ticks(40_000)));
+        assert!(s.transition.is_none());
+        // A live probe: kept unless aborted.
+        let h = Word::half_open(6, ticks(50_000));
+        assert_eq!(run(h, ro(60_000, false), 45_000).next, h);
+        let s = run(h, ro(60_000, true), 45_000);
+        assert_eq!(s.next, Word::open(7, ticks(60_000)));
+        assert_eq!(s.transition.map(|t| (t.from, t.to)), Some((HalfOpen, Open)));
+        // An expired lease is open: extended, with the expiry written.
+        let s = run(h, ro(10, false), 55_000);
+        assert_eq!(s.next, Word::open(6, ticks(80_000)));
+        assert!(s.expired_lease && s.transition.is_none());
+    }
+
+    #[test]
+    fn a_remote_close_closes_its_episode_and_what_followed_never_another() {
+        let rc = |since| Event::RemoteClose { since };
+        let o = Word::open(5, ticks(30_000));
+        let s = run(o, rc(5), 1_000);
+        assert_eq!(s.next, Word::closed(6));
+        assert!(s.reset_counter);
+        assert_eq!(
+            s.transition.map(|t| (t.from, t.to, t.reason)),
+            Some((Open, Closed, TransitionReason::RemoteClose))
+        );
+        // A probe granted (or released and granted again) since: still that run.
+        let h = Word::half_open(7, ticks(50_000));
+        assert_eq!(run(h, rc(5), 45_000).next, Word::closed(8));
+        // Closed already: nothing.
+        assert_eq!(run(Word::closed(9), rc(5), 1).next, Word::closed(9));
+        // An episode older than the one the coordinator saw: not its to close.
+        assert_eq!(
+            run(Word::open(3, ticks(9)), rc(5), 1).next,
+            Word::open(3, ticks(9))
+        );
+        // Generations wrap.
+        let w = Word::open(1, ticks(9));
+        assert_eq!(run(w, rc(GEN_MASK), 1).next, Word::closed(2));
+    }
+
+    #[test]
+    fn restore_puts_back_only_the_deadline_it_was_given() {
+        let restore = |generation, from, to| Event::Restore {
+            generation,
+            from: ticks(from),
+            to: ticks(to),
+        };
+        let o = Word::open(5, ticks(40_000));
+        assert_eq!(
+            run(o, restore(5, 40_000, 30_000), 1).next,
+            Word::open(5, ticks(30_000))
+        );
+        assert_eq!(run(o, restore(5, 39_000, 30_000), 1).next, o, "moved since");
+        assert_eq!(
+            run(o, restore(4, 40_000, 30_000), 1).next,
+            o,
+            "another episode"
+        );
+        let h = Word::half_open(6, ticks(50_000));
+        assert_eq!(run(h, restore(6, 50_000, 1), 1).next, h, "a live probe");
     }
 
     #[test]

@@ -80,6 +80,12 @@ impl Word {
         }
     }
 
+    /// Whether the word is Open as written (a half-open word whose lease expired is not,
+    /// until a step writes the expiry).
+    pub(crate) fn is_open(self) -> bool {
+        self.state == OPEN
+    }
+
     pub(crate) fn half_open(generation: u32, lease_end: Ticks) -> Self {
         Self {
             state: HALF_OPEN,

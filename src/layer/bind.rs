@@ -212,8 +212,11 @@ pub(crate) fn binder(
                 s => s,
             },
         };
+        // A refusal or probe of an episode the fleet has a say in is the fleet's decision.
+        let from_fleet = !matches!(decision, GateDecision::Allowed(_))
+            && core.registry.is_coordinated_decision(tool);
         tracing::dispatcher::get_default(|dispatch| {
-            otel::annotate_decision(dispatch, &found.id, &decision, state);
+            otel::annotate_decision(dispatch, &found.id, &decision, state, from_fleet);
         });
     }
     decision

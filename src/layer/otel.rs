@@ -27,16 +27,21 @@ fn with_otel_span(dispatch: &Dispatch, id: &Id, f: impl FnOnce(&SpanRef<'_>)) {
 }
 
 /// `tool_health.gate.decision`, `tool_health.breaker.state`, and for a refusal status Error
-/// with [`REFUSAL_MESSAGE`] and `error.type` = `circuit_breaker_open`.
+/// with [`REFUSAL_MESSAGE`] and `error.type` = `circuit_breaker_open`; `from_fleet` adds
+/// `tool_health.gate.source = fleet`.
 pub(crate) fn annotate_decision(
     dispatch: &Dispatch,
     id: &Id,
     decision: &GateDecision,
     state: BreakerState,
+    from_fleet: bool,
 ) {
     with_otel_span(dispatch, id, |span| {
         span.set_attribute(KeyValue::new(semconv::GATE_DECISION, decision.as_str()));
         span.set_attribute(KeyValue::new(semconv::BREAKER_STATE, state.as_str()));
+        if from_fleet {
+            span.set_attribute(KeyValue::new(semconv::GATE_SOURCE, semconv::SOURCE_FLEET));
+        }
         if !decision.is_allowed() {
             span.set_attribute(KeyValue::new(
                 semconv::ERROR_TYPE,

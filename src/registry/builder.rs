@@ -96,6 +96,9 @@ impl RegistryBuilder {
             overflow_records: AtomicU64::new(0),
             record_extras: AtomicU8::new(if self.evictable { EXTRA_TOUCH } else { 0 }),
             observers: ArcSwap::from_pointee(Vec::new()),
+            transition_observers: ArcSwap::from_pointee(Vec::new()),
+            local_rate_trips: AtomicBool::new(true),
+            coordinated: AtomicBool::new(false),
             log_transitions: AtomicBool::new(self.log_transitions),
         }
     }

@@ -89,6 +89,7 @@ impl ToolHealthRegistry {
         self.with_entry(tool, |e| {
             e.breaker.reset();
             e.stats.reset();
+            e.control.set_coordinated(false);
         });
     }
 }

@@ -150,7 +150,7 @@ impl EntryView<'_> {
     }
 
     /// Transitions taken, per edge of `Transition::PAIRS`.
-    pub(crate) fn transitions(&self) -> [u64; 4] {
+    pub(crate) fn transitions(&self) -> [u64; 5] {
         self.entry.breaker.transition_counts()
     }
 }

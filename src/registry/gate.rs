@@ -149,6 +149,9 @@ impl ToolHealthRegistry {
 
     #[cold]
     fn gate_controlled(&self, e: &Entry, control: u64) -> GateDecision {
+        if Control::only_coordinated(control) {
+            return self.gate_coordinated(e);
+        }
         let ctl = Control::decode(control);
         let now = self.now_step();
         if let Some(until) = ctl.forced_open_until(now.at) {
@@ -167,12 +170,37 @@ impl ToolHealthRegistry {
                 e.stats.record_shadow_refused();
                 GateDecision::Allowed(Permit::shadow_refused(generation))
             }
+            GateDecision::Refused { .. } if Control::is_coordinated(control) => {
+                e.stats.record_coordinated_refused();
+                decision
+            }
             GateDecision::Refused { .. } => {
                 e.stats.record_refused();
                 decision
             }
             d => d,
         }
+    }
+
+    /// The gate while a coordinator has a say in the tool's episode and no operator control is
+    /// set: the plain gate's decisions, in its order and on the same two clock readings (see
+    /// `gate_entry`), with the refusals counted as coordinated. A breaker found closed has left
+    /// the coordinated episode: the mark is cleared (if nothing else changed the word), and the
+    /// fast path serves the next call.
+    #[cold]
+    fn gate_coordinated(&self, e: &Entry) -> GateDecision {
+        if let Some(retry_after) = e.breaker.refusal_while_open(|| self.coarse_now_ticks()) {
+            e.stats.record_coordinated_refused();
+            return GateDecision::Refused { retry_after };
+        }
+        let (decision, recorded) = e.breaker.acquire(|| self.now_step());
+        match decision {
+            GateDecision::Refused { .. } => e.stats.record_coordinated_refused(),
+            GateDecision::Allowed(_) => e.control.clear_coordinated_if_alone(),
+            GateDecision::Probe(_) => {}
+        }
+        self.notify_transitions(&e.name, &recorded);
+        decision
     }
 
     /// The pure availability oracle: exactly what [`allow_request`](Self::allow_request) would
@@ -188,8 +216,8 @@ impl ToolHealthRegistry {
             return self.available_retired(&e.name);
         }
         let control = e.control.raw();
-        if control == 0 {
-            // The gate's own two readings, in its order (see `gate_entry`).
+        if Control::only_coordinated(control) {
+            // The gate's own two readings, in its order (see `gate_entry`, `gate_coordinated`).
             return e
                 .breaker
                 .refusal_while_open(|| self.coarse_now_ticks())

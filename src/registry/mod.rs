@@ -11,6 +11,7 @@
 //! | `controls.rs` | force open / closed, shadow, reset |
 //! | `eviction.rs` | first sight, the cap, idle eviction and its handshake with records |
 //! | `observers.rs` | [`HealthObserver`] and how it is called |
+//! | `coordination.rs` | what a coordinator (replicas sharing decisions) reads and applies |
 //! | `reads.rs` | snapshots, summaries, `unavailable_tools` |
 //! | `handle.rs` | [`ToolHandle`]: the same paths on a pre-resolved tool |
 //! | `entry.rs`, `names.rs`, `index.rs` | one tool's entry; the name index |
@@ -50,6 +51,7 @@
 mod builder;
 mod config;
 mod controls;
+mod coordination;
 mod entry;
 mod eviction;
 mod gate;
@@ -75,6 +77,7 @@ use crate::policy::ToolPolicy;
 use crate::ticks::{Now, Ticks};
 
 pub use builder::RegistryBuilder;
+pub use coordination::{CoordinationView, ProbeHold, RemoteOpen};
 use entry::Entry;
 pub use handle::ToolHandle;
 pub use observers::{CallEvent, EvictedTool, HealthObserver, LOG_TARGET};
@@ -149,10 +152,19 @@ pub struct ToolHealthRegistry {
     overflow_cancelled: AtomicU64,
     overflow_records: AtomicU64,
     /// What the record path must do beyond the stats and the breaker: [`EXTRA_TOUCH`] (an
-    /// evicting registry touches the entry) and [`EXTRA_OBSERVE`] (observers are registered).
-    /// Zero in a plain registry, which the record path checks with one load.
+    /// evicting registry touches the entry) and [`EXTRA_OBSERVE`] (call observers are
+    /// registered). Zero in a plain registry, which the record path checks with one load.
+    /// Transition observers set nothing here: transitions are announced off the fast path.
     record_extras: AtomicU8,
     observers: ArcSwap<Vec<Arc<dyn HealthObserver>>>,
+    /// Observers of transitions (and evictions) only: a coordinator's way in, which leaves the
+    /// record path as it is without observers (see `add_transition_observer`).
+    transition_observers: ArcSwap<Vec<Arc<dyn HealthObserver>>>,
+    /// Whether a tool's own failure-rate window may trip its breaker (a coordinator that
+    /// evaluates the rate over the whole fleet turns it off while it is connected).
+    local_rate_trips: AtomicBool,
+    /// A coordinator is attached: exporters report the series only a coordinator feeds.
+    coordinated: AtomicBool,
     /// Breaker transitions are logged (target `tool_health`).
     log_transitions: AtomicBool,
 }

@@ -8,9 +8,9 @@
 //!
 //! | transition | level | fields |
 //! |---|---|---|
-//! | → open (tripped, probe failed, lease expired) | WARN | `tool`, `reason`, `cooldown` (until the next probe may be let through) |
+//! | → open (tripped, probe failed, lease expired, opened by another replica) | WARN | `tool`, `reason`, `cooldown` (until the next probe may be let through) |
 //! | open → half-open (probe granted) | INFO | `tool`, `reason` |
-//! | half-open → closed | INFO | `tool`, `reason` |
+//! | → closed (probe succeeded here, or another replica's probe did) | INFO | `tool`, `reason` |
 //! | half-open → open, probe given back without a verdict | INFO | `tool`, `reason` |
 //!
 //! One switch turns it off: [`RegistryBuilder::log_transitions`](super::RegistryBuilder::log_transitions)
@@ -66,8 +66,11 @@ pub struct EvictedTool<'a> {
     pub shadow_refused_count: u64,
     /// Calls started and never finished since the entry was created.
     pub cancelled_count: u64,
+    /// Of the refusals, those made while a coordinator had a say in the episode (see
+    /// [`ToolHealthRegistry::open_remotely`]).
+    pub coordinated_refused_count: u64,
     /// Transitions taken, per edge of [`Transition::PAIRS`].
-    pub transitions: [u64; 4],
+    pub transitions: [u64; 5],
 }
 
 /// Hooks called synchronously on the record and gate paths, for metrics and live views.
@@ -94,6 +97,19 @@ pub trait HealthObserver: Send + Sync + fmt::Debug + 'static {
 }
 
 impl ToolHealthRegistry {
+    /// Registers an observer of transitions and evictions only: its
+    /// [`on_call`](HealthObserver::on_call) is never called. Unlike
+    /// [`add_observer`](Self::add_observer), this leaves the record path exactly as it is
+    /// without observers — transitions are announced off its fast path — which is what a
+    /// coordinator (see [`open_remotely`](Self::open_remotely)) needs.
+    pub fn add_transition_observer(&self, observer: Arc<dyn HealthObserver>) {
+        self.transition_observers.rcu(|list| {
+            let mut list = Vec::clone(list);
+            list.push(observer.clone());
+            list
+        });
+    }
+
     /// Registers an observer, called on every later call and transition.
     pub fn add_observer(&self, observer: Arc<dyn HealthObserver>) {
         self.observers.rcu(|list| {
@@ -124,7 +140,11 @@ impl ToolHealthRegistry {
 
     /// Tells observers about evicted entries (after the sweep released the insert lock).
     pub(super) fn notify_evicted(&self, evicted: &[Arc<Entry>]) {
-        if evicted.is_empty() || !self.has_observers() {
+        if evicted.is_empty() {
+            return;
+        }
+        let transition_observers = self.transition_observers.load();
+        if !self.has_observers() && transition_observers.is_empty() {
             return;
         }
         let _quiet = CallingOut::enter();
@@ -138,9 +158,10 @@ impl ToolHealthRegistry {
                 refused_count: raw.refused,
                 shadow_refused_count: raw.shadow_refused,
                 cancelled_count: raw.cancelled,
+                coordinated_refused_count: raw.coordinated_refused,
                 transitions: e.breaker.transition_counts(),
             };
-            for o in observers.iter() {
+            for o in observers.iter().chain(transition_observers.iter()) {
                 o.on_evict(&event);
             }
         }
@@ -163,12 +184,14 @@ impl ToolHealthRegistry {
                 self.log_transition(tool, &t);
             }
         }
-        if !self.has_observers() {
+        let transition_observers = self.transition_observers.load();
+        if !self.has_observers() && transition_observers.is_empty() {
             return;
         }
         let at = self.clock.now();
+        let observers = self.observers.load();
         for t in recorded.transitions() {
-            for o in self.observers.load().iter() {
+            for o in observers.iter().chain(transition_observers.iter()) {
                 o.on_transition(tool, &t, at);
             }
         }

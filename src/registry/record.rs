@@ -251,7 +251,11 @@ impl ToolHealthRegistry {
         }
         let now = self.now_step();
         let not_before = retry_after.map_or(Ticks::ZERO, |d| now.base.after(Ticks::span(d)));
-        Some(e.breaker.on_failure(report.generation, now, not_before))
+        let rate_trips = self.local_rate_trips.load(Ordering::Relaxed);
+        Some(
+            e.breaker
+                .on_failure_rated(report.generation, now, not_before, rate_trips),
+        )
     }
 
     /// A call that makes no verdict on the tool (a caller error, a cancellation): a probe it

@@ -1,0 +1,314 @@
+//! The coordination surface: what a *coordinator* reads from the registry and applies to it.
+//!
+//! A coordinator shares breaker decisions between the replicas of a service (the `fleet`
+//! feature is one: it talks to Valkey/Redis). The registry knows nothing of networks or of any
+//! particular coordinator; it offers this surface, and the coordinator runs beside it:
+//!
+//! * it **hears** the local breakers' transitions through
+//!   [`add_transition_observer`](ToolHealthRegistry::add_transition_observer) (off the record
+//!   path's fast path: a plain registry's hot path is unchanged);
+//! * it **reads** a tool's breaker as a [`CoordinationView`] (state, generation, how long until
+//!   the next probe, the raw counts a fleet-wide failure rate is built from);
+//! * it **applies** what other replicas decided through the same CAS loop the gate uses:
+//!   [`open_remotely`](ToolHealthRegistry::open_remotely) (another replica tripped),
+//!   [`close_remotely`](ToolHealthRegistry::close_remotely) (another replica's probe
+//!   succeeded), and [`hold_probe`](ToolHealthRegistry::hold_probe) /
+//!   [`release_hold`](ToolHealthRegistry::release_hold) (another replica holds the episode's
+//!   single probe: this one keeps refusing until the result arrives or the holder's lease
+//!   ends).
+//!
+//! Everything here only ever *moves the breaker word*: the gate and the record paths stay
+//! atomics on the tool's entry and never wait for a coordinator. Only durations cross hosts —
+//! a coordinator says "open for 12 s", never "open until 10:42:07" — so a replica whose clock
+//! is off applies the same decisions.
+//!
+//! A tool in an episode a coordinator has a say in is marked *coordinated* until the episode
+//! ends here: its refusals are counted apart (the `tool_health.calls` series with
+//! `tool_health.gate.source = fleet`) and the tracing layer writes the same attribute on the
+//! spans it refuses or probes ([`is_coordinated_decision`](ToolHealthRegistry::is_coordinated_decision)).
+//!
+//! ```
+//! use std::time::Duration;
+//! use tool_health::{BreakerState, ManualClock, ToolHealthRegistry};
+//!
+//! let clock = ManualClock::new();
+//! let replica = ToolHealthRegistry::builder().clock(clock.clone()).build();
+//!
+//! // Another replica tripped `search`; its cooldown has 20 s left.
+//! let opened = replica.open_remotely("search", Duration::from_secs(20), true).unwrap();
+//! assert_eq!(replica.breaker_state("search"), BreakerState::Open);
+//! assert!(!replica.allow_request("search"));
+//!
+//! // A third replica won the probe: this one holds off until its lease ends (30 s from now).
+//! let hold = replica.hold_probe("search", Duration::from_secs(30)).unwrap();
+//! clock.advance(Duration::from_secs(20));
+//! assert!(!replica.allow_request("search"), "the cooldown ended, the probe is elsewhere");
+//!
+//! // That probe succeeded: every replica closes.
+//! replica.close_remotely("search", opened.generation);
+//! assert!(replica.allow_request("search"));
+//! # let _ = hold;
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::breaker::{BreakerState, Effective, Recorded, Word};
+use crate::control::Control;
+use crate::policy::TripPolicy;
+use crate::ticks::Ticks;
+
+use super::entry::Entry;
+use super::ToolHealthRegistry;
+
+/// One tool's breaker as a coordinator reads it (see [`ToolHealthRegistry::coordination_view`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CoordinationView {
+    /// The breaker's own state now (expiry-aware; operator controls are not looked at).
+    pub state: BreakerState,
+    /// The breaker's generation: the episode [`close_remotely`](ToolHealthRegistry::close_remotely)
+    /// names.
+    pub generation: u32,
+    /// While open: how long until the next probe may be granted (zero once it may;
+    /// `Duration::MAX`: never). `None` while closed or half-open.
+    pub ready_in: Option<Duration>,
+    /// The cooldown an opening would get now (the recovery at the current backoff level).
+    pub recovery: Duration,
+    /// The tool's probe lease (`Duration::ZERO`: no lease).
+    pub probe_timeout: Duration,
+    /// The tool's trip policy.
+    pub trip: TripPolicy,
+    /// Successful calls since the entry was created (never reset: a coordinator sends
+    /// differences of it).
+    pub success: u64,
+    /// Failed calls since the entry was created (never reset).
+    pub failure: u64,
+    /// Refused calls since the entry was created (never reset): demand for the tool while it
+    /// is open.
+    pub refused: u64,
+    /// Whether a coordinator has a say in the current episode.
+    pub coordinated: bool,
+}
+
+/// What [`ToolHealthRegistry::open_remotely`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteOpen {
+    /// The breaker's generation afterwards: the episode a later
+    /// [`close_remotely`](ToolHealthRegistry::close_remotely) names.
+    pub generation: u32,
+    /// Whether the breaker is open afterwards (a live local probe that was not aborted keeps
+    /// it half-open).
+    pub open: bool,
+    /// While open: how long until the next probe may be granted here.
+    pub ready_in: Duration,
+    /// The transitions made: closed → open (or a probe aborted), with
+    /// [`TransitionReason::RemoteOpen`](crate::TransitionReason::RemoteOpen).
+    pub recorded: Recorded,
+}
+
+/// A probe held back by [`ToolHealthRegistry::hold_probe`]: what
+/// [`release_hold`](ToolHealthRegistry::release_hold) puts back. Opaque; `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeHold {
+    installed: Word,
+    previous: Ticks,
+}
+
+impl ProbeHold {
+    /// The generation of the episode held.
+    pub fn generation(&self) -> u32 {
+        self.installed.generation
+    }
+
+    /// Whether the hold changed nothing (the breaker was already open at least that long).
+    pub fn is_noop(&self) -> bool {
+        self.installed.deadline == self.previous
+    }
+}
+
+impl ToolHealthRegistry {
+    /// The tool's breaker as a coordinator reads it; `None` for a tool not tracked.
+    pub fn coordination_view(&self, tool: &str) -> Option<CoordinationView> {
+        let now = self.now_ticks();
+        self.with_entry(tool, |e| Self::view_of(e, now))
+    }
+
+    /// Visits every tracked tool's [`CoordinationView`] (allocation-free per tool).
+    pub fn for_each_coordination_view(&self, mut f: impl FnMut(&str, &CoordinationView)) {
+        let now = self.now_ticks();
+        self.names.for_each(|e| f(&e.name, &Self::view_of(e, now)));
+    }
+
+    fn view_of(e: &Entry, now: Ticks) -> CoordinationView {
+        let eff = e.breaker.effective(now);
+        let policy = e.breaker.policy();
+        let raw = e.stats.raw();
+        CoordinationView {
+            state: eff.state(),
+            generation: e.breaker.generation(),
+            ready_in: match eff {
+                Effective::Open { ready_at, .. } => Some(ready_at.until(now).to_duration()),
+                _ => None,
+            },
+            recovery: e.breaker.recovery().to_duration(),
+            probe_timeout: policy.breaker.probe_timeout,
+            trip: policy.trip,
+            success: raw.success,
+            failure: raw.failure,
+            refused: raw.refused,
+            coordinated: Control::is_coordinated(e.control.raw()),
+        }
+    }
+
+    /// Applies another replica's trip: the tool's breaker is open for at least `ready_in` from
+    /// now (durations only cross hosts). A closed breaker opens (a new episode, transition
+    /// closed → open with [`TransitionReason::RemoteOpen`](crate::TransitionReason::RemoteOpen),
+    /// logged and told to observers); an open one keeps its episode and takes the later
+    /// deadline — never an earlier one, so a local retry hint or backoff stays a floor; a
+    /// probe in flight here is aborted (its result is stale from then on) only with
+    /// `abort_probe`. Creates the tool's entry if needed; `None` past the cap.
+    ///
+    /// The episode is marked coordinated until it ends here (see the module docs).
+    pub fn open_remotely(
+        &self,
+        tool: &str,
+        ready_in: Duration,
+        abort_probe: bool,
+    ) -> Option<RemoteOpen> {
+        let now = self.now_step();
+        let until = now.base.after(Ticks::span(ready_in));
+        let (after, recorded) = self.with_entry_or_insert(tool, |e| {
+            let (_, after, recorded) = e.breaker.remote_open(until, abort_probe, now);
+            if after.is_open() {
+                // After the word: a gate call in between is counted as a plain refusal, and
+                // the mark never outlives an episode that ended before it was set.
+                e.control.set_coordinated(true);
+            }
+            (after, recorded)
+        })?;
+        self.notify_transitions(tool, &recorded);
+        let open = after.is_open();
+        Some(RemoteOpen {
+            generation: after.generation,
+            open,
+            ready_in: if open {
+                after.deadline.until(now.at).to_duration()
+            } else {
+                Duration::ZERO
+            },
+            recorded,
+        })
+    }
+
+    /// Holds the tool's next probe back for at least `for_at_least` from now, because another
+    /// replica holds the probe of this episode: an open breaker's deadline (when the next probe
+    /// may be granted) becomes the later of the two. Refusals meanwhile say when the hold ends
+    /// (every `retry_after` the registry reports agrees). `None` when the tool is not tracked
+    /// or its breaker is not open (closed, or a probe of its own in flight).
+    ///
+    /// [`release_hold`](Self::release_hold) puts back the deadline the hold replaced — when
+    /// this replica wins the probe after all.
+    pub fn hold_probe(&self, tool: &str, for_at_least: Duration) -> Option<ProbeHold> {
+        let now = self.now_step();
+        let until = now.base.after(Ticks::span(for_at_least));
+        self.with_entry(tool, |e| {
+            if e.breaker.effective(now.at).state() != BreakerState::Open {
+                return None;
+            }
+            let (before, after, recorded) = e.breaker.remote_open(until, false, now);
+            if !after.is_open() {
+                return None;
+            }
+            e.control.set_coordinated(true);
+            // `before` may be a half-open word whose lease expired: the open deadline it stood
+            // for (the lease's end plus the recovery) is what to put back.
+            let previous = e.breaker.ready_at(before, now.at).unwrap_or(after.deadline);
+            Some((
+                ProbeHold {
+                    installed: after,
+                    previous,
+                },
+                recorded,
+            ))
+        })
+        .flatten()
+        .map(|(hold, recorded)| {
+            self.notify_transitions(tool, &recorded);
+            hold
+        })
+    }
+
+    /// Puts back the deadline [`hold_probe`](Self::hold_probe) replaced, if the breaker is still
+    /// exactly as the hold left it (a failure since, or any other news, stands). Whether it did.
+    pub fn release_hold(&self, tool: &str, hold: ProbeHold) -> bool {
+        if hold.is_noop() {
+            return false;
+        }
+        let now = self.now_step();
+        self.with_entry(tool, |e| {
+            e.breaker.restore(hold.installed, hold.previous, now)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Applies another replica's recovery (its probe succeeded): closes the tool's breaker if it
+    /// is open or half-open in the episode of generation `since_generation` — the one
+    /// [`open_remotely`](Self::open_remotely) answered — or a continuation of it (probes granted
+    /// and given back since). A breaker that is closed, or in an older episode, is left alone.
+    /// Closing is what a probe's success does here: counter reset, fresh failure-rate window,
+    /// transition with [`TransitionReason::RemoteClose`](crate::TransitionReason::RemoteClose).
+    pub fn close_remotely(&self, tool: &str, since_generation: u32) -> Recorded {
+        let now = self.now_step();
+        let recorded = self
+            .with_entry(tool, |e| {
+                let recorded = e.breaker.remote_close(since_generation, now);
+                if recorded.transition.is_some() {
+                    e.control.set_coordinated(false);
+                }
+                recorded
+            })
+            .unwrap_or_default();
+        self.notify_transitions(tool, &recorded);
+        recorded
+    }
+
+    /// Ends the coordinator's say in the tool's current episode (the episode ended here: a
+    /// local probe closed it, or the coordinator lets this replica act alone). Refusals are
+    /// counted as plain ones again.
+    pub fn end_coordination(&self, tool: &str) {
+        self.with_entry(tool, |e| e.control.set_coordinated(false));
+    }
+
+    /// Whether the tool's current episode is one a coordinator has a say in: a refusal or a
+    /// probe the gate makes now is the fleet's decision (the tracing layer writes
+    /// `tool_health.gate.source = fleet` on such spans). One load per call; `false` for
+    /// untracked tools and in a registry no coordinator is attached to.
+    pub fn is_coordinated_decision(&self, tool: &str) -> bool {
+        self.coordinated.load(Ordering::Relaxed)
+            && self
+                .with_entry(tool, |e| Control::is_coordinated(e.control.raw()))
+                .unwrap_or(false)
+    }
+
+    /// Whether a tool's own failure-rate window may trip its breaker (default `true`). A
+    /// coordinator that evaluates failure rates over the whole fleet turns it off while it is
+    /// connected, and back on when it is not, so that a replica keeps breaking on its own.
+    /// The window keeps counting either way.
+    pub fn set_local_rate_trips(&self, on: bool) {
+        self.local_rate_trips.store(on, Ordering::Relaxed);
+    }
+
+    /// Marks the registry as coordinated: exporters then report, for every tool, the series
+    /// only a coordinator feeds (the `open → closed` transition edge, coordinated refusals),
+    /// zeros included, so they never appear mid-run. A coordinator calls it when it attaches.
+    pub fn mark_coordinated(&self) {
+        self.coordinated.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a coordinator is attached (see [`mark_coordinated`](Self::mark_coordinated)).
+    pub fn is_coordinated(&self) -> bool {
+        self.coordinated.load(Ordering::Relaxed)
+    }
+}

@@ -73,6 +73,10 @@ mod call;
 mod call_helper;
 mod clock;
 mod control;
+#[cfg(any(feature = "otlp-http", feature = "fleet-tls"))]
+mod cpu;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 mod hook;
 pub mod layer;
 #[cfg(feature = "mcp")]

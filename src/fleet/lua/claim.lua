@@ -1,0 +1,34 @@
+-- claim(prefix, hex, ep, replica, lease_ms)
+-- The single probe of episode `ep`: set-if-absent with expiry. The lease lasts until the
+-- episode's cooldown ends (server time) plus `lease_ms`. Returns {code, holder, ttl_ms, boot,
+-- corrupt} with code 'won' | 'lost', or {'stale', <state fields>..., boot, corrupt} when the
+-- episode is not the open one any more.
+local hex, ep, me, lease = ARGV[2], int(ARGV[3], MAXN), ARGV[4], int(ARGV[5], MAXMS)
+if not is_hex(hex) or ep == nil or not is_id(me) or lease == nil then
+  return redis.error_reply('ERR tool-health: bad arguments')
+end
+local now = now_ms()
+local bt = boot()
+local s = read_state(hex)
+if type(s) ~= 'table' or s.st ~= 'o' or s.ep ~= ep then
+  local f = state_fields(s, now)
+  return { 'stale', f[1], f[2], f[3], f[4], f[5], f[6], bt, S(corrupt) }
+end
+local lk = lease_key(hex, ep)
+local ttl = math.max(s.ready - now, 0) + lease
+local lt = ktype(lk)
+if lt ~= 'none' then
+  local holder, pttl = nil, -1
+  if lt == 'string' then
+    holder = redis.call('GET', lk)
+    pttl = redis.call('PTTL', lk)
+  end
+  if is_id(holder) and pttl > 0 and pttl <= math.max(s.ready - now, 0) + lease + LEASE_SLACK then
+    return { holder == me and 'won' or 'lost', holder, S(pttl), bt, S(corrupt) }
+  end
+  -- Not a lease any replica wrote (wrong type, no expiry, an unbounded one, not an id).
+  redis.call('DEL', lk)
+  corrupt = corrupt + 1
+end
+redis.call('SET', lk, me, 'PX', math.max(ttl, 1))
+return { 'won', me, S(ttl), bt, S(corrupt) }

@@ -1,0 +1,112 @@
+-- tool-health fleet protocol, format 1: helpers every script starts with.
+--
+-- Keys are derived from ARGV[1], the fleet's key prefix (so a script touches keys it was not
+-- given in KEYS: fine on a standalone server or a primary with replicas, not on Redis Cluster).
+-- Every value read is validated here; a value that fails validation is never acted upon: it is
+-- reported back ('corrupt' / 'future') and, where the script must write that key, replaced.
+-- Every number goes back to the client as a decimal string.
+local P = ARGV[1] .. ':v1:'
+local MAXMS = 1099511627775          -- 2^40 - 1 ms: "never"
+local MAXN = 4503599627370496        -- 2^52: bound of every stored integer
+local LEASE_SLACK = 86400000         -- a lease may outlast our own bound by a day (other configs)
+local function S(n) return string.format('%.0f', n) end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- A strict non-negative decimal integer no larger than `max`, or nil.
+local function int(v, max)
+  if type(v) ~= 'string' or #v == 0 or #v > 16 or not string.match(v, '^%d+$') then return nil end
+  local n = tonumber(v)
+  if n == nil or n > max then return nil end
+  return n
+end
+local function is_id(v)
+  return type(v) == 'string' and #v == 16 and string.match(v, '^[0-9a-f]+$') ~= nil
+end
+local function is_hex(v)
+  return type(v) == 'string' and #v >= 2 and #v <= 512 and #v % 2 == 0
+    and string.match(v, '^[0-9a-f]+$') ~= nil
+end
+local function ktype(k) return redis.call('TYPE', k)['ok'] end
+local corrupt = 0
+-- The store's boot id: the server time it was first used at. A replica that sees it change
+-- knows the store lost its data (restarted empty, flushed, failed over without it).
+local function boot()
+  local k = P .. 'boot'
+  local t = ktype(k)
+  if t == 'string' then
+    local b = redis.call('GET', k)
+    if int(b, MAXN) then return b end
+  end
+  if t ~= 'none' then redis.call('DEL', k) corrupt = corrupt + 1 end
+  local b = S(now_ms())
+  redis.call('SET', k, b)
+  return b
+end
+-- One tool's shared state: nil (none), 'corrupt', 'future', or a table.
+local function read_state(hex)
+  local k = P .. 't:' .. hex
+  local t = ktype(k)
+  if t == 'none' then return nil end
+  if t ~= 'hash' or redis.call('HLEN', k) > 16 then return 'corrupt' end
+  local f = redis.call('HMGET', k, 'v', 'ep', 'st', 'ready', 'cd', 'by')
+  local v = int(f[1], 1000000)
+  if v == nil or v == 0 then return 'corrupt' end
+  if v > 1 then return 'future' end
+  local s = { ep = int(f[2], MAXN), st = f[3], ready = int(f[4], MAXN), cd = int(f[5], MAXMS), by = f[6] }
+  if s.ep == nil or s.ep == 0 or (s.st ~= 'o' and s.st ~= 'c') or s.ready == nil or s.cd == nil
+    or not is_id(s.by) then
+    return 'corrupt'
+  end
+  return s
+end
+-- A state as the client reads it: kind, ep, st, remaining ms, cooldown ms, by.
+local function state_fields(s, now)
+  if s == nil then return { 'none', '0', 'c', '0', '0', '0000000000000000' } end
+  if type(s) ~= 'table' then return { s, '0', 'c', '0', '0', '0000000000000000' } end
+  local remaining = 0
+  if s.st == 'o' then remaining = math.max(s.ready - now, 0) end
+  if s.cd >= MAXMS then remaining = MAXMS end
+  return { 'ok', S(s.ep), s.st, S(math.min(remaining, MAXMS)), S(s.cd), s.by }
+end
+local function write_open(hex, ep, now, cd, by)
+  local k = P .. 't:' .. hex
+  redis.call('DEL', k)
+  redis.call('HSET', k, 'v', '1', 'ep', S(ep), 'st', 'o', 'ready', S(now + cd), 'cd', S(cd), 'by', by)
+  local ok = ktype(P .. 'open')
+  if ok ~= 'none' and ok ~= 'set' then redis.call('DEL', P .. 'open') corrupt = corrupt + 1 end
+  redis.call('SADD', P .. 'open', hex)
+end
+local function lease_key(hex, ep) return P .. 'p:' .. hex .. ':' .. S(ep) end
+-- Events: 'v1 <kind> <hex> <a> <b> <c> <d> <e> <by> <boot>'.
+local function publish(kind, hex, a, b, c, d, e, by, bt)
+  redis.call('PUBLISH', P .. 'ev', table.concat({ 'v1', kind, hex, a, b, c, d, e, by, bt }, ' '))
+end
+-- One tool's operator control: nil (none), 'corrupt', 'future', or a table.
+local function read_ctl(hex)
+  local k = P .. 'c:' .. hex
+  local t = ktype(k)
+  if t == 'none' then return nil end
+  if t ~= 'hash' or redis.call('HLEN', k) > 16 then return 'corrupt' end
+  local f = redis.call('HMGET', k, 'v', 'ver', 'mode', 'until', 'shadow', 'rst', 'by')
+  local v = int(f[1], 1000000)
+  if v == nil or v == 0 then return 'corrupt' end
+  if v > 1 then return 'future' end
+  local c = { ver = int(f[2], MAXN), mode = int(f[3], 2), untl = int(f[4], MAXN),
+    shadow = int(f[5], 1), rst = int(f[6], MAXN), by = f[7] }
+  if c.ver == nil or c.mode == nil or c.untl == nil or c.shadow == nil or c.rst == nil
+    or not is_id(c.by) then
+    return 'corrupt'
+  end
+  return c
+end
+-- A control as the client reads it: kind, ver, mode, remaining ms (forced open), shadow, rst.
+local function ctl_fields(c, now)
+  if type(c) ~= 'table' then return { c == nil and 'none' or c, '0', '0', '0', '0', '0' } end
+  local remaining = 0
+  if c.mode == 1 then
+    if c.untl == 0 then remaining = MAXMS else remaining = math.min(math.max(c.untl - now, 0), MAXMS) end
+  end
+  return { 'ok', S(c.ver), S(c.mode), S(remaining), S(c.shadow), S(c.rst) }
+end

@@ -52,6 +52,8 @@ use super::{FleetError, FleetStatus, LOG_TARGET};
 const LOCAL_QUEUE: usize = 1024;
 /// The most tools a poll asks the store for beyond those this replica holds state for.
 const POLL_OPEN_MAX: usize = 1000;
+/// How soon a round is retried while the store does not answer.
+const RETRY_WHILE_DISCONNECTED: Duration = Duration::from_millis(250);
 /// Tools per counts call.
 const COUNTS_BATCH: usize = 256;
 
@@ -384,7 +386,7 @@ impl Task {
                     }
                     Some(Command::Sync(reply)) => {
                         let r = self.round().await;
-                        next_round = tokio::time::Instant::now() + self.settings.poll_interval;
+                        next_round = tokio::time::Instant::now() + self.until_next_round();
                         let _ = reply.send(r);
                     }
                     Some(Command::Control(tool, change, reply)) => {
@@ -416,7 +418,7 @@ impl Task {
                 _ = tokio::time::sleep_until(wake_at) => {
                     if tokio::time::Instant::now() >= next_round {
                         let _ = self.round().await;
-                        next_round = tokio::time::Instant::now() + self.settings.poll_interval;
+                        next_round = tokio::time::Instant::now() + self.until_next_round();
                     } else {
                         self.claims().await;
                     }
@@ -424,6 +426,17 @@ impl Task {
             }
         }
         self.stop().await;
+    }
+
+    /// The poll interval while the store answers; while it does not, a short retry (at most
+    /// the poll interval) so that a store that comes back — or answers for the first time — is
+    /// resynced at once rather than a poll interval later.
+    fn until_next_round(&self) -> Duration {
+        if self.shared.is_connected() {
+            self.settings.poll_interval
+        } else {
+            self.settings.poll_interval.min(RETRY_WHILE_DISCONNECTED)
+        }
     }
 
     /// Leaves the registry as it would be without a fleet, and closes the connections.

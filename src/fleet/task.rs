@@ -342,7 +342,14 @@ pub(super) fn spawn(
         registry.for_each_coordination_view(|name, v| {
             if let Some(hex) = encode_tool(name) {
                 let sent = Some((v.success, v.failure));
-                tools.insert(name.to_owned(), ToolSync { hex, sent, ..ToolSync::default() });
+                tools.insert(
+                    name.to_owned(),
+                    ToolSync {
+                        hex,
+                        sent,
+                        ..ToolSync::default()
+                    },
+                );
             }
         });
     }

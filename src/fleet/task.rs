@@ -550,6 +550,7 @@ impl Task {
         self.shared.set_error(None);
         if !was {
             self.warned.remove("disconnected");
+            self.warned.remove("auth");
             if self.warned.insert("connected") {
                 // The first connection is silent; a reconnection is news.
             } else {
@@ -569,7 +570,17 @@ impl Task {
         if auth {
             self.shared.auth_failed.store(true, Ordering::Relaxed);
         }
-        if was || !self.warned.contains("disconnected") {
+        // A refusal of the credentials is said once, even after the outage was: the first
+        // round's timeouts come before the connection's own error, and the log must name it.
+        if auth && self.warned.insert("auth") {
+            self.warned.insert("disconnected");
+            tracing::warn!(
+                target: LOG_TARGET,
+                url = %self.store.shown_url,
+                "fleet: the store refused the credentials (check the user and password); \
+                 breaking locally until it accepts them"
+            );
+        } else if was || !self.warned.contains("disconnected") {
             self.warned.insert("disconnected");
             tracing::warn!(
                 target: LOG_TARGET,
@@ -587,6 +598,11 @@ impl Task {
         match e {
             StoreError::Reply => self.reject(Rejected::Reply, 1),
             StoreError::Auth => self.disconnected("the store refused the credentials".into(), true),
+            // Commands time out while the connection cannot authenticate: the refusal is
+            // the reason, not the timeout.
+            StoreError::Timeout if self.shared.auth_failed.load(Ordering::Relaxed) => {
+                self.disconnected("the store refused the credentials".into(), true)
+            }
             StoreError::Timeout => {
                 self.disconnected("the store did not answer in time".into(), false)
             }

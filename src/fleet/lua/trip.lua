@@ -23,6 +23,14 @@ if quorum > 1 then
   local qt = ktype(qk)
   if qt ~= 'none' and (qt ~= 'zset' or redis.call('ZCARD', qk) > 10000) then
     redis.call('DEL', qk) corrupt = corrupt + 1
+  elseif qt == 'zset' then
+    -- Votes no replica casts (not an id, or dated more than a window ahead) are no votes.
+    local m = redis.call('ZRANGE', qk, 0, -1, 'WITHSCORES')
+    for i = 1, #m, 2 do
+      if not is_id(m[i]) or tonumber(m[i + 1]) > now + qwin then
+        redis.call('ZREM', qk, m[i]) corrupt = corrupt + 1
+      end
+    end
   end
   redis.call('ZADD', qk, now, me)
   redis.call('ZREMRANGEBYSCORE', qk, '-inf', '(' .. S(now - qwin))

@@ -21,9 +21,16 @@ const OTHER: &str = "db";
 /// A tool that always answers: calls to it must never be refused or slowed by the store.
 const STEADY: &str = "steady";
 
-/// The bound on one gate decision (or record) while the store is away: far below the 200 ms
-/// command timeout, so a gate that waited on the network in any way would exceed it.
+/// The gate + record of a call while the store is away, observed around 100 µs at most in a
+/// debug build: a call that waited on the store in any way would take at least the 200 ms
+/// command timeout (a paused store answers nothing; while a killed one is reconnected to,
+/// commands wait in fred's queue until their timeout).
 const GATE_MAX: Duration = Duration::from_millis(5);
+/// What a decision may take when its thread is preempted on a loaded machine (2 cores, other
+/// builds running): rare (see `PREEMPTED_SHARE`), and still far below the command timeout.
+const GATE_PREEMPTED_MAX: Duration = Duration::from_millis(50);
+/// The share of decisions allowed between `GATE_MAX` and `GATE_PREEMPTED_MAX`.
+const PREEMPTED_SHARE: f64 = 0.001;
 
 /// Replicas of the fault tests poll often, so that they notice the store going and coming
 /// back by themselves.
@@ -48,8 +55,10 @@ impl Gate {
     fn check(mut self, what: &str) {
         self.samples.sort();
         let max = self.samples.last().copied().unwrap_or_default();
+        let slow = self.samples.iter().filter(|d| **d >= GATE_MAX).count();
         println!(
-            "{what}: gate + record over {} calls: p50 {:?}, p99 {:?}, max {max:?}",
+            "{what}: gate + record over {} calls: p50 {:?}, p99 {:?}, max {max:?}, {slow} at \
+             {GATE_MAX:?} or more",
             self.samples.len(),
             percentile(&self.samples, 0.5),
             percentile(&self.samples, 0.99),
@@ -60,8 +69,11 @@ impl Gate {
             "{what}: calls to a healthy tool were refused"
         );
         assert!(
-            max < GATE_MAX,
-            "{what}: a gate decision took {max:?}: it waited on something"
+            max < GATE_PREEMPTED_MAX
+                && slow as f64 <= PREEMPTED_SHARE * self.samples.len() as f64
+                && percentile(&self.samples, 0.99) < GATE_MAX / 5,
+            "{what}: {slow} decisions took {GATE_MAX:?} or more, the slowest {max:?}: the gate \
+             waited on something"
         );
     }
 }
@@ -367,7 +379,7 @@ async fn fleet_scope_falls_back_to_the_local_window_while_the_store_is_down() {
     })
     .await;
     assert!(
-        gate.samples.iter().all(|d| *d < GATE_MAX),
+        gate.samples.iter().all(|d| *d < GATE_PREEMPTED_MAX),
         "{:?}",
         gate.samples
     );

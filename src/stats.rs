@@ -175,7 +175,7 @@ pub(crate) struct ToolStats {
     cancelled: AtomicU64,
     /// Of the refusals, those made while a coordinator had a say in the episode (another
     /// replica's trip, a probe held back for another replica): unstriped, counted on the
-    /// coordinated gate path only.
+    /// coordinated gate path only, and only here (reads add them to the striped refusals).
     coordinated_refused: AtomicU64,
     /// Read on every call, written only when raised: shared between threads.
     max_duration_ns: AtomicU64,
@@ -267,11 +267,10 @@ impl ToolStats {
         self.stripe().refused.fetch_add(1, Relaxed);
     }
 
-    /// Records a refusal made while a coordinator has a say in the episode: a refusal, also
-    /// counted apart.
+    /// Records a refusal made while a coordinator has a say in the episode: a refusal, counted
+    /// apart. One write: reads add the coordinated refusals to the striped ones.
     #[inline]
     pub(crate) fn record_coordinated_refused(&self) {
-        self.record_refused();
         self.coordinated_refused.fetch_add(1, Relaxed);
     }
 
@@ -366,6 +365,7 @@ impl ToolStats {
     /// The counters since the tool's entry was created, resets ignored: what the metrics export
     /// as counters (they never go down).
     pub(crate) fn raw(&self) -> StatsSnapshot {
+        let coordinated_refused = self.coordinated_refused.load(Relaxed);
         let sum = |field: fn(&Stripe) -> &AtomicU64| {
             self.stripes
                 .iter()
@@ -375,10 +375,12 @@ impl ToolStats {
             success: sum(|s| &s.success),
             failure: sum(|s| &s.failure),
             ignored: sum(|s| &s.ignored),
-            refused: sum(|s| &s.refused),
+            // Every refusal, the coordinated ones included (counted only apart, see
+            // `record_coordinated_refused`).
+            refused: sum(|s| &s.refused).saturating_add(coordinated_refused),
             shadow_refused: self.shadow_refused.load(Relaxed),
             cancelled: self.cancelled.load(Relaxed),
-            coordinated_refused: self.coordinated_refused.load(Relaxed),
+            coordinated_refused,
             // Each stripe saturates and so does their sum: the total never wraps.
             total_duration_ns: sum(|s| &s.total_duration_ns),
             max_duration_ns: self.max_duration_ns.load(Relaxed),

@@ -21,11 +21,13 @@
 //! A replica claims the episode's probe `lead` (twice the command timeout) before the cooldown
 //! ends — or `lead` after it when it saw no demand for the tool (no refusal since the episode
 //! began and not its own trip), so that a replica with callers wins when there is one. Until
-//! its claim is decided the local breaker's deadline is held past the claim (a probe hold);
-//! the claim won, the hold goes and the local gate grants the probe when the cooldown ends;
-//! lost, the hold lasts until the winner's lease ends, when the claim is made again (a dead
-//! winner's lease simply expires). A claim the store cannot answer lifts the hold: the replica
-//! acts alone.
+//! its claim is decided the local breaker's deadline is held past the claim (a probe hold, up
+//! to `2 × lead` after the claim falls due: the claim's answer is bounded well within that) —
+//! with or without callers, so that a claim made late (a busy task, a slow store) never leaves
+//! the probe to the local gate alone. The claim won, the hold goes and the local gate grants
+//! the probe when the cooldown ends; lost, the hold lasts until the winner's lease ends (plus
+//! the same margin for the next claim), when the claim is made again (a dead winner's lease
+//! simply expires). A claim the store cannot answer lifts the hold: the replica acts alone.
 //!
 //! [`close_remotely`]: crate::ToolHealthRegistry::close_remotely
 
@@ -706,9 +708,23 @@ impl Task {
         if ts.episode.as_ref().is_some_and(|e| e.ep == ep) {
             return;
         }
+        // Read before the open: `ready_at` may then be a hair early (a claim a hair early),
+        // never late — a clock that moved between two readings must not push the claim past the
+        // moment the local gate would let the probe through.
+        let before = self.now();
         let Some(opened) = self.registry.open_remotely(tool, remaining, !tripped_here) else {
             return; // past the registry's cap: this tool is not tracked here
         };
+        tracing::debug!(
+            target: LOG_TARGET,
+            replica = %self.shared.replica,
+            tool,
+            ep,
+            ?remaining,
+            tripped_here,
+            generation = opened.generation,
+            "fleet: episode adopted"
+        );
         if !tripped_here && !opened.recorded.is_empty() {
             self.shared.applied[OPEN].fetch_add(1, Ordering::Relaxed);
         }
@@ -716,11 +732,10 @@ impl Task {
             .registry
             .coordination_view(tool)
             .map_or(0, |v| v.refused);
-        let now = self.now();
         let episode = Episode {
             ep,
             generation: opened.generation,
-            ready_at: now.saturating_add(opened.ready_in),
+            ready_at: before.saturating_add(opened.ready_in),
             tripped_here,
             demand_base: refused,
             claim: Claim::Pending,
@@ -745,11 +760,14 @@ impl Task {
         let Some(due) = claim_due(e, &view, lead) else {
             return;
         };
-        let until = due.max(now).saturating_add(lead);
-        if until > e.ready_at.max(now) {
-            if let Some(hold) = self.registry.hold_probe(tool, until.saturating_sub(now)) {
-                e.hold = Some(hold);
-            }
+        // Until the claim is decided — made at `due`, answered within the command timeout's
+        // bound — the local gate grants no probe, whether this replica has callers or not: a
+        // claim made late (a busy task, a slow store) must not leave the probe to the local
+        // gate alone. Won: the hold is released at once; lost: it becomes the winner's lease;
+        // no answer: the replica acts alone when the hold ends.
+        let until = due.max(now).saturating_add(lead.saturating_mul(2));
+        if let Some(hold) = self.registry.hold_probe(tool, until.saturating_sub(now)) {
+            e.hold = Some(hold);
         }
     }
 
@@ -875,6 +893,15 @@ impl Task {
                 ts.known_ep = ts.known_ep.max(ep);
                 if let Some(e) = ts.episode.take_if(|e| e.ep <= ep) {
                     let recorded = self.registry.close_remotely(tool, e.generation);
+                    tracing::debug!(
+                        target: LOG_TARGET,
+                        replica = %replica,
+                        tool,
+                        ep,
+                        generation = e.generation,
+                        closed = !recorded.is_empty(),
+                        "fleet: episode closed elsewhere"
+                    );
                     if !recorded.is_empty() {
                         self.shared.applied[CLOSE].fetch_add(1, Ordering::Relaxed);
                     }
@@ -1097,6 +1124,17 @@ impl Task {
             let Some(view) = self.registry.coordination_view(tool) else {
                 continue;
             };
+            tracing::trace!(
+                target: LOG_TARGET,
+                replica = %self.shared.replica,
+                tool = tool.as_str(),
+                ep = e.ep,
+                claim = ?e.claim,
+                due = ?claim_due(e, &view, lead),
+                ?now,
+                ready_at = ?e.ready_at,
+                "fleet: claim due?"
+            );
             if claim_due(e, &view, lead).is_some_and(|d| d <= now) {
                 let lease = if view.probe_timeout.is_zero() {
                     self.settings.probe_lease
@@ -1126,6 +1164,14 @@ impl Task {
         };
         let now = self.now();
         let lead = self.settings.lead;
+        tracing::debug!(
+            target: LOG_TARGET,
+            replica = %self.shared.replica,
+            tool,
+            ep,
+            reply = ?parsed.as_ref().map(|r| &r.value),
+            "fleet: probe claim"
+        );
         match (reply, parsed) {
             (Err(e), _) => {
                 self.store_failed(&e);
@@ -1155,9 +1201,12 @@ impl Task {
                                 .saturating_add(ttl)
                                 .saturating_add(Duration::from_millis(1));
                             e.claim = Claim::Lost { until };
-                            if let Some(hold) = registry
-                                .hold_probe(tool, until.saturating_sub(now).saturating_add(lead))
-                            {
+                            if let Some(hold) = registry.hold_probe(
+                                tool,
+                                until
+                                    .saturating_sub(now)
+                                    .saturating_add(lead.saturating_mul(2)),
+                            ) {
                                 e.hold = Some(hold);
                                 self.shared.applied[HOLD].fetch_add(1, Ordering::Relaxed);
                             }
@@ -1179,6 +1228,7 @@ impl Task {
 
     /// The store cannot decide this episode's probe: the hold goes, the local gate decides.
     fn go_alone(&mut self, tool: &str) {
+        tracing::debug!(target: LOG_TARGET, replica = %self.shared.replica, tool, "fleet: acting alone");
         if let Some(e) = self.tools.get_mut(tool).and_then(|t| t.episode.as_mut()) {
             e.claim = Claim::Alone;
             if let Some(hold) = e.hold.take() {

@@ -183,7 +183,7 @@ async fn wait_resynced(all: &[Replica], cooldown: Duration) -> Duration {
             .await;
             match r.registry.check(tool) {
                 GateDecision::Refused { retry_after } => assert!(
-                    retry_after <= cooldown + SEC,
+                    retry_after <= cooldown + CLAIM_MARGIN,
                     "replica {i}, {tool}: {retry_after:?}"
                 ),
                 d => panic!("replica {i}, {tool}: {d:?}"),
@@ -414,7 +414,7 @@ async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_hosts() {
             .await;
             match r.registry.check(TOOL) {
                 GateDecision::Refused { retry_after } => assert!(
-                    retry_after > cooldown - SEC && retry_after <= cooldown + 2 * lead,
+                    retry_after > cooldown - SEC && retry_after <= cooldown + 3 * lead,
                     "round {round}, replica {i}: {retry_after:?}"
                 ),
                 d => panic!("round {round}, replica {i}: {d:?}"),
@@ -428,7 +428,7 @@ async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_hosts() {
         for (i, r) in all.iter().enumerate() {
             match r.registry.check(TOOL) {
                 GateDecision::Refused { retry_after } => assert!(
-                    retry_after > cooldown / 2 - SEC && retry_after <= cooldown / 2 + 2 * lead,
+                    retry_after > cooldown / 2 - SEC && retry_after <= cooldown / 2 + 3 * lead,
                     "round {round}, replica {i}: {retry_after:?}"
                 ),
                 d => panic!("round {round}, replica {i}: {d:?}"),

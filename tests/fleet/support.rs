@@ -256,12 +256,20 @@ pub fn config(threshold: u32, recovery: Duration, lease: Duration) -> CircuitBre
     }
 }
 
+/// The command timeout of [`builder`].
+pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// The most a probe claim adds to a refusal's `retry_after` past the remaining cooldown, with
+/// [`builder`]'s timeout: a replica that saw no call for the tool claims `lead` (2 × the
+/// command timeout) after the cooldown, and holds its probe for 2 × `lead` past the claim.
+pub const CLAIM_MARGIN: Duration = Duration::from_millis(6 * 200);
+
 /// A fleet builder for tests: short command timeout, rounds driven by `sync_now` (the poll
 /// interval is long unless a test wants the poll).
 pub fn builder(url: &str, prefix: &str) -> FleetBuilder {
     FleetBuilder::new(url)
         .prefix(prefix)
-        .command_timeout(Duration::from_millis(200))
+        .command_timeout(COMMAND_TIMEOUT)
         .poll_interval(Duration::from_secs(3600))
 }
 
@@ -302,6 +310,17 @@ impl Replica {
     }
 }
 
+/// With `TOOL_HEALTH_TEST_LOG` set (an `EnvFilter`, e.g. `tool_health::fleet=debug`), the
+/// fleet's log goes to the test's output: what each replica adopted, claimed and applied.
+pub fn trace_from_env() {
+    if let Ok(filter) = std::env::var("TOOL_HEALTH_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// `n` replicas on one store and prefix, each with its own manual clock, connected.
 pub async fn replicas(
     url: &str,
@@ -309,6 +328,7 @@ pub async fn replicas(
     n: usize,
     config: CircuitBreakerConfig,
 ) -> Vec<Replica> {
+    trace_from_env();
     let all: Vec<Replica> = (0..n)
         .map(|_| Replica::with(builder(url, prefix), ManualClock::new(), config.clone()))
         .collect();

@@ -23,7 +23,9 @@ fn fleet_acl(prefix: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_acl_user_runs_the_whole_protocol() {
-    let Some(server) = Server::start() else { return };
+    let Some(server) = Server::start() else {
+        return;
+    };
     let admin = raw(&server.url()).await;
     let prefix = "acl_fleet";
     let mut args = vec!["SETUSER", "fleet"];
@@ -86,13 +88,23 @@ async fn the_documented_acl_user_runs_the_whole_protocol() {
         !b.registry.allow_request("db")
     })
     .await;
-    assert!(a.fleet.status().last_error.is_none(), "{:?}", a.fleet.status());
-    assert!(b.fleet.status().last_error.is_none(), "{:?}", b.fleet.status());
+    assert!(
+        a.fleet.status().last_error.is_none(),
+        "{:?}",
+        a.fleet.status()
+    );
+    assert!(
+        b.fleet.status().last_error.is_none(),
+        "{:?}",
+        b.fleet.status()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_limited_to_another_prefix_is_refused_by_the_server_and_breaks_locally() {
-    let Some(server) = Server::start() else { return };
+    let Some(server) = Server::start() else {
+        return;
+    };
     let admin = raw(&server.url()).await;
     let mut args = vec!["SETUSER", "fleet"];
     let rules = fleet_acl("other_fleet");

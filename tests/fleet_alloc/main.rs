@@ -54,12 +54,21 @@ async fn gate_and_record_allocate_nothing_with_the_fleet_connected() {
         assert!(me.registry.allow_request("search"));
         black_box(me.registry.record_success("search", ms));
     });
-    assert_no_alloc("check + record_with_permit (a failure, then a success)", || {
-        let permit = me.registry.check("search").permit().expect("closed");
-        black_box(me.registry.record_with_permit("search", permit, CallOutcome::Failure, ms));
-        let permit = me.registry.check("search").permit().expect("closed");
-        black_box(me.registry.record_with_permit("search", permit, CallOutcome::Success, ms));
-    });
+    assert_no_alloc(
+        "check + record_with_permit (a failure, then a success)",
+        || {
+            let permit = me.registry.check("search").permit().expect("closed");
+            black_box(
+                me.registry
+                    .record_with_permit("search", permit, CallOutcome::Failure, ms),
+            );
+            let permit = me.registry.check("search").permit().expect("closed");
+            black_box(
+                me.registry
+                    .record_with_permit("search", permit, CallOutcome::Success, ms),
+            );
+        },
+    );
     let handle = me.registry.handle("search").expect("tracked");
     assert_no_alloc("through a handle", || {
         let permit = handle.check().permit().expect("closed");

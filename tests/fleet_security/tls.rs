@@ -14,7 +14,11 @@ use crate::support::*;
 
 const TOOL: &str = "search";
 
+/// `TOOL_HEALTH_FLEET_TEST_TLS_SERVER` (set by `.ci/run`), else Debian's path.
 fn redis_server() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TOOL_HEALTH_FLEET_TEST_TLS_SERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.exists());
+    }
     ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
         .into_iter()
         .map(PathBuf::from)

@@ -218,7 +218,7 @@ fn coordinated_refusals_are_counted_apart_and_the_mark_ends_with_the_episode() {
     assert!(!r.allow_request("t"));
     assert!(!r.is_coordinated_decision("t"));
     // A mark left on a breaker that closed here (its own probe) goes at the next gate call.
-    let again = r.open_remotely("t", 0 * SEC, true).unwrap();
+    let again = r.open_remotely("t", Duration::ZERO, true).unwrap();
     clock.advance(30 * SEC);
     assert!(matches!(r.check("t"), GateDecision::Probe(_)));
     r.record_success("t", MS);

@@ -232,12 +232,6 @@ impl Store {
         .ok_or(StoreError::Reply)
     }
 
-    /// Writes a raw value (tests of hostile store contents use the same connection).
-    #[cfg(test)]
-    pub(super) fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// `fut` under the command timeout (fred's own applies too; this one also bounds the
     /// script reload after `NOSCRIPT`, which is two commands).
     async fn bounded<T>(

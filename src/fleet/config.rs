@@ -163,7 +163,7 @@ impl FleetBuilder {
         false
     }
 
-    /// A builder from the environment ([`env`] lists the variables); `Ok(None)` when
+    /// A builder from the environment ([`mod@env`] lists the variables); `Ok(None)` when
     /// [`env::URL`] is not set (fleet mode off), an error when a variable is set but invalid
     /// (the error names the variable, never its value).
     pub fn from_env() -> Result<Option<Self>, FleetError> {

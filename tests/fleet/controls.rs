@@ -16,12 +16,7 @@ fn refused(r: &Replica, tool: &str) -> bool {
 /// Trips `tool` on `all[by]` and waits until it is open everywhere.
 async fn trip_everywhere(all: &[Replica], by: usize, tool: &str) {
     assert_eq!(all[by].fail(tool, 3), 3);
-    for r in all {
-        wait_for("the trip to spread", 5 * SEC, || {
-            r.registry.breaker_state(tool) == BreakerState::Open
-        })
-        .await;
-    }
+    wait_all(all, tool, BreakerState::Open, "the trip to spread", 5 * SEC).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

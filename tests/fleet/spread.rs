@@ -84,12 +84,14 @@ async fn a_trip_spreads_to_every_replica_within_a_bounded_delay() {
         all[i]
             .registry
             .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-        for r in &all {
-            wait_for("the recovery to spread", 5 * SEC, || {
-                r.registry.breaker_state(TOOL) == BreakerState::Closed
-            })
-            .await;
-        }
+        wait_all(
+            &all,
+            TOOL,
+            BreakerState::Closed,
+            "the recovery to spread",
+            5 * SEC,
+        )
+        .await;
     }
     delays.sort();
     println!(
@@ -112,12 +114,7 @@ async fn exactly_one_probe_per_episode_over_100_episodes() {
     for round in 0..100 {
         let tripper = &all[round % 3];
         tripper.fail(TOOL, 3);
-        for r in &all {
-            wait_for("open everywhere", 5 * SEC, || {
-                r.registry.breaker_state(TOOL) == BreakerState::Open
-            })
-            .await;
-        }
+        wait_all(&all, TOOL, BreakerState::Open, "open everywhere", 5 * SEC).await;
         // Every fifth episode's first probe fails: the next episode opens fleet-wide and gets
         // its own single probe.
         let fail_first = round % 5 == 4;
@@ -138,12 +135,14 @@ async fn exactly_one_probe_per_episode_over_100_episodes() {
                     .registry
                     .record_with_permit(TOOL, permit, CallOutcome::Failure, MS);
                 // The next episode reaches every replica (the prober's own is open already).
-                for r in &all {
-                    wait_for("the re-open to spread", 5 * SEC, || {
-                        r.registry.breaker_state(TOOL) == BreakerState::Open
-                    })
-                    .await;
-                }
+                wait_all(
+                    &all,
+                    TOOL,
+                    BreakerState::Open,
+                    "the re-open to spread",
+                    5 * SEC,
+                )
+                .await;
                 for r in &all {
                     r.fleet.sync_now().await.expect("round");
                 }
@@ -152,12 +151,14 @@ async fn exactly_one_probe_per_episode_over_100_episodes() {
             all[i]
                 .registry
                 .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-            for r in &all {
-                wait_for("closed everywhere", 5 * SEC, || {
-                    r.registry.breaker_state(TOOL) == BreakerState::Closed
-                })
-                .await;
-            }
+            wait_all(
+                &all,
+                TOOL,
+                BreakerState::Closed,
+                "closed everywhere",
+                5 * SEC,
+            )
+            .await;
             break;
         }
     }
@@ -172,12 +173,7 @@ async fn a_dead_probers_lease_expires_and_another_replica_takes_the_probe() {
     let lease = Duration::from_millis(400);
     let mut all = replicas(&store.url(), &prefix, 3, config(3, SEC, lease)).await;
     all[0].fail(TOOL, 3);
-    for r in &all {
-        wait_for("open everywhere", 5 * SEC, || {
-            r.registry.breaker_state(TOOL) == BreakerState::Open
-        })
-        .await;
-    }
+    wait_all(&all, TOOL, BreakerState::Open, "open everywhere", 5 * SEC).await;
     // The tripper has callers: it claims first and wins; it takes the probe, then dies.
     advance_and_sync(&all, 2 * SEC).await;
     let granted = probes(&all, 2);
@@ -205,10 +201,12 @@ async fn a_dead_probers_lease_expires_and_another_replica_takes_the_probe() {
     all[i]
         .registry
         .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-    for r in &all {
-        wait_for("closed everywhere", 5 * SEC, || {
-            r.registry.breaker_state(TOOL) == BreakerState::Closed
-        })
-        .await;
-    }
+    wait_all(
+        &all,
+        TOOL,
+        BreakerState::Closed,
+        "closed everywhere",
+        5 * SEC,
+    )
+    .await;
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 use tool_health::fleet::{Fleet, FleetBuilder};
-use tool_health::{CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
+use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
 
 pub const USER: &str = "th";
 pub const PASSWORD: &str = "s3cret";
@@ -328,18 +328,7 @@ pub async fn replicas(
     n: usize,
     config: CircuitBreakerConfig,
 ) -> Vec<Replica> {
-    trace_from_env();
-    let all: Vec<Replica> = (0..n)
-        .map(|_| Replica::with(builder(url, prefix), ManualClock::new(), config.clone()))
-        .collect();
-    for r in &all {
-        r.fleet
-            .wait_connected(Duration::from_secs(10))
-            .await
-            .expect("connected");
-        r.fleet.sync_now().await.expect("a first round");
-    }
-    all
+    replicas_with(n, config, |_| (builder(url, prefix), ManualClock::new())).await
 }
 
 /// `n` replicas, each from `make(i)` (its builder and clock), connected and through a first
@@ -349,6 +338,7 @@ pub async fn replicas_with(
     config: CircuitBreakerConfig,
     mut make: impl FnMut(usize) -> (FleetBuilder, ManualClock),
 ) -> Vec<Replica> {
+    trace_from_env();
     let all: Vec<Replica> = (0..n)
         .map(|i| {
             let (b, clock) = make(i);
@@ -369,6 +359,19 @@ pub async fn replicas_with(
 pub async fn sync_all(all: &[Replica]) {
     for r in all {
         r.fleet.sync_now().await.expect("round");
+    }
+}
+
+/// Waits (bounded, as [`wait_for`]) until `tool`'s breaker reads `state` on every replica.
+pub async fn wait_all(
+    all: &[Replica],
+    tool: &str,
+    state: BreakerState,
+    what: &str,
+    timeout: Duration,
+) {
+    for r in all {
+        wait_for(what, timeout, || r.registry.breaker_state(tool) == state).await;
     }
 }
 

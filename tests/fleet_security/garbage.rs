@@ -146,12 +146,14 @@ pub(crate) async fn fleet(url: &str, prefix: &str) -> Vec<Replica> {
         r.registry.record_success(CALM, MS);
     }
     assert_eq!(all[0].fail(DOWN, 3), 3);
-    for r in &all {
-        wait_for("the trip to spread", 5 * SEC, || {
-            r.registry.breaker_state(DOWN) == BreakerState::Open
-        })
-        .await;
-    }
+    wait_all(
+        &all,
+        DOWN,
+        BreakerState::Open,
+        "the trip to spread",
+        5 * SEC,
+    )
+    .await;
     for r in &all {
         r.fleet.sync_now().await.expect("round");
     }
@@ -748,12 +750,14 @@ async fn garbage_in_the_probe_lease_changes_no_breaker_and_still_one_probe() {
         all[i]
             .registry
             .record_with_permit(DOWN, permit, CallOutcome::Success, MS);
-        for r in &all {
-            wait_for("closed everywhere", 5 * SEC, || {
-                r.registry.breaker_state(DOWN) == BreakerState::Closed
-            })
-            .await;
-        }
+        wait_all(
+            &all,
+            DOWN,
+            BreakerState::Closed,
+            "closed everywhere",
+            5 * SEC,
+        )
+        .await;
         for r in all {
             r.fleet.shutdown().await;
         }

@@ -68,12 +68,7 @@ async fn two_fleets_with_different_prefixes_on_one_server_never_affect_each_othe
     let (i, permit) = granted.pop().expect("one");
     a[i].registry
         .record_with_permit("search", permit, CallOutcome::Success, MS);
-    for r in &a {
-        wait_for("A closes", 5 * SEC, || {
-            r.registry.breaker_state("search") == BreakerState::Closed
-        })
-        .await;
-    }
+    wait_all(&a, "search", BreakerState::Closed, "A closes", 5 * SEC).await;
     sync(&everyone).await;
     for r in &b {
         assert_eq!(r.registry.breaker_state("search"), BreakerState::Open);

@@ -258,12 +258,14 @@ async fn a_trip_spreads_between_two_replicas_over_tls() {
     all[i]
         .registry
         .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-    for r in &all {
-        wait_for("closed everywhere", 5 * SEC, || {
-            r.registry.breaker_state(TOOL) == BreakerState::Closed
-        })
-        .await;
-    }
+    wait_all(
+        &all,
+        TOOL,
+        BreakerState::Closed,
+        "closed everywhere",
+        5 * SEC,
+    )
+    .await;
     println!("TLS: both replicas connected in {connect:?}; the trip spread in {spread:?}");
     for r in all {
         assert!(r.fleet.status().connected);

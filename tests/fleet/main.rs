@@ -10,5 +10,6 @@ mod support;
 
 mod controls;
 mod faults;
+mod metrics;
 mod rates;
 mod spread;

@@ -183,6 +183,11 @@ impl Store {
         self.subscriber.message_rx()
     }
 
+    /// Every successful connection of the command client, the first one included.
+    pub(super) fn connections(&self) -> broadcast::Receiver<fred::types::config::Server> {
+        self.client.reconnect_rx()
+    }
+
     /// The connection errors of the command client (wrong password, refused connections).
     pub(super) fn errors(
         &self,

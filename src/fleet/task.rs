@@ -390,9 +390,11 @@ async fn recv_or_pending<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> R
 
 impl Task {
     async fn run(mut self) {
+        // Listening before connecting: the first connection is an event too.
+        let mut connections = Some(self.store.connections());
+        let mut errors = Some(self.store.errors());
         self.store.connect();
         let mut messages = Some(self.store.messages());
-        let mut errors = Some(self.store.errors());
         let mut next_round = tokio::time::Instant::now();
         loop {
             let wake_at = self.next_claim_instant().min(next_round);
@@ -430,6 +432,14 @@ impl Task {
                     Err(true) => self.resync = true, // lagged: messages were lost
                     Err(false) => {}
                 },
+                conn = recv_or_pending(&mut connections) => {
+                    // Connected (again): a round now rather than at the next retry or poll —
+                    // the first sync, or the resync after an outage, without waiting.
+                    if conn.is_ok() || conn == Err(true) {
+                        let _ = self.round().await;
+                        next_round = tokio::time::Instant::now() + self.until_next_round();
+                    }
+                }
                 err = recv_or_pending(&mut errors) => {
                     if let Ok((e, _)) = err {
                         let (auth, text) = self.store.describe(&e);

@@ -78,6 +78,14 @@ local function write_open(hex, ep, now, cd, by)
   if ok ~= 'none' and ok ~= 'set' then redis.call('DEL', P .. 'open') corrupt = corrupt + 1 end
   redis.call('SADD', P .. 'open', hex)
 end
+-- The tool's state if episode `ep` is its open one; otherwise nil and the 'stale' answer of
+-- claim and settle: {'stale', <state fields>..., boot, corrupt}.
+local function open_episode(hex, ep, now, bt)
+  local s = read_state(hex)
+  if type(s) == 'table' and s.st == 'o' and s.ep == ep then return s, nil end
+  local f = state_fields(s, now)
+  return nil, { 'stale', f[1], f[2], f[3], f[4], f[5], f[6], bt, S(corrupt) }
+end
 local function lease_key(hex, ep) return P .. 'p:' .. hex .. ':' .. S(ep) end
 -- Events: 'v1 <kind> <hex> <a> <b> <c> <d> <e> <by> <boot>'.
 local function publish(kind, hex, a, b, c, d, e, by, bt)

@@ -9,11 +9,8 @@ if not is_hex(hex) or ep == nil or (outcome ~= 'c' and outcome ~= 'o') or cd == 
 end
 local now = now_ms()
 local bt = boot()
-local s = read_state(hex)
-if type(s) ~= 'table' or s.st ~= 'o' or s.ep ~= ep then
-  local f = state_fields(s, now)
-  return { 'stale', f[1], f[2], f[3], f[4], f[5], f[6], bt, S(corrupt) }
-end
+local s, stale = open_episode(hex, ep, now, bt)
+if stale then return stale end
 local lk = lease_key(hex, ep)
 local lt = ktype(lk)
 if lt == 'string' then

@@ -449,15 +449,7 @@ async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_hosts() {
         }
         assert_eq!(probes.len(), 1, "round {round}: {probes:?}");
         let (i, permit) = probes[0];
-        all[i]
-            .registry
-            .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-        for r in &all {
-            wait_for("the recovery to spread", 5 * SEC, || {
-                state(r, TOOL) == BreakerState::Closed
-            })
-            .await;
-        }
+        probe_succeeds(&all, i, TOOL, permit).await;
         // Then the skewed replica's clock jumps another hour.
         all[2].clock.advance(hour);
     }

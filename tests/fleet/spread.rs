@@ -81,17 +81,7 @@ async fn a_trip_spreads_to_every_replica_within_a_bounded_delay() {
             statuses(&all)
         );
         let (i, permit) = granted[0];
-        all[i]
-            .registry
-            .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-        wait_all(
-            &all,
-            TOOL,
-            BreakerState::Closed,
-            "the recovery to spread",
-            5 * SEC,
-        )
-        .await;
+        probe_succeeds(&all, i, TOOL, permit).await;
     }
     delays.sort();
     println!(
@@ -148,17 +138,7 @@ async fn exactly_one_probe_per_episode_over_100_episodes() {
                 }
                 continue;
             }
-            all[i]
-                .registry
-                .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-            wait_all(
-                &all,
-                TOOL,
-                BreakerState::Closed,
-                "closed everywhere",
-                5 * SEC,
-            )
-            .await;
+            probe_succeeds(&all, i, TOOL, permit).await;
             break;
         }
     }
@@ -198,15 +178,5 @@ async fn a_dead_probers_lease_expires_and_another_replica_takes_the_probe() {
     let granted = probes(&all, 3);
     assert_eq!(granted.len(), 1, "one survivor takes over: {granted:?}");
     let (i, permit) = granted[0];
-    all[i]
-        .registry
-        .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-    wait_all(
-        &all,
-        TOOL,
-        BreakerState::Closed,
-        "closed everywhere",
-        5 * SEC,
-    )
-    .await;
+    probe_succeeds(&all, i, TOOL, permit).await;
 }

@@ -375,6 +375,21 @@ pub async fn wait_all(
     }
 }
 
+/// Replica `i`'s probe of `tool` succeeds; waits (bounded) until every replica reads Closed.
+pub async fn probe_succeeds(all: &[Replica], i: usize, tool: &str, permit: tool_health::Permit) {
+    all[i]
+        .registry
+        .record_with_permit(tool, permit, tool_health::CallOutcome::Success, MS);
+    wait_all(
+        all,
+        tool,
+        BreakerState::Closed,
+        "the recovery to spread",
+        5 * SEC,
+    )
+    .await;
+}
+
 /// Waits (polling, bounded) until `cond` holds; the time it took. Panics at the timeout.
 pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();

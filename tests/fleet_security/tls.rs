@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tool_health::fleet::FleetError;
-use tool_health::{BreakerState, CallOutcome, GateDecision, ManualClock};
+use tool_health::{BreakerState, GateDecision, ManualClock};
 
 use crate::support::*;
 
@@ -255,17 +255,7 @@ async fn a_trip_spreads_between_two_replicas_over_tls() {
     }
     assert_eq!(granted.len(), 1, "one probe over TLS: {granted:?}");
     let (i, permit) = granted.pop().expect("one");
-    all[i]
-        .registry
-        .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
-    wait_all(
-        &all,
-        TOOL,
-        BreakerState::Closed,
-        "closed everywhere",
-        5 * SEC,
-    )
-    .await;
+    probe_succeeds(&all, i, TOOL, permit).await;
     println!("TLS: both replicas connected in {connect:?}; the trip spread in {spread:?}");
     for r in all {
         assert!(r.fleet.status().connected);

@@ -34,9 +34,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tool_health::fleet::{Fleet, FleetBuilder, FleetError};
+use tool_health::observe::HealthObserver;
 use tool_health::{
-    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, HealthObserver,
-    ToolHealthRegistry, Transition, TransitionReason,
+    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, ToolHealthRegistry, Transition,
+    TransitionReason,
 };
 
 /// Replicas in the fleet (and in the comparison without fleet mode).
@@ -177,7 +178,9 @@ fn registry(watch: Watch) -> Arc<ToolHealthRegistry> {
             .log_transitions(false)
             .build(),
     );
-    registry.add_transition_observer(Arc::new(watch));
+    registry
+        .coordination()
+        .add_transition_observer(Arc::new(watch));
     registry
 }
 

@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tool_health::observe::HealthObserver;
+use tool_health::observe::LOG_TARGET;
 use tool_health::{
-    BreakerState, CallError, CircuitBreakerConfig, ErrorClass, HealthObserver, HealthRouter,
-    HealthRouterBuilder, ToolHealthLayer, ToolHealthRegistry, Transition, TransitionReason,
-    LOG_TARGET,
+    BreakerState, CallError, CircuitBreakerConfig, ErrorClass, HealthRouter, HealthRouterBuilder,
+    ToolHealthLayer, ToolHealthRegistry, Transition, TransitionReason,
 };
 use tracing::Instrument as _;
 use tracing_subscriber::layer::SubscriberExt as _;

@@ -3,7 +3,7 @@
 #
 # Installs Rotel (a collector shipped on PyPI) into a virtual environment under target/e2e/,
 # starts `rotel-agent` on free 127.0.0.1 ports with detailed debug logging, runs the demo
-# (`examples/agent.rs`) with OTLP pointed at it over gRPC, then over HTTP, and checks from
+# (`demo/examples/agent.rs`) with OTLP pointed at it over gRPC, then over HTTP, and checks from
 # Rotel's output (scripts/e2e_check.py) that all five metric names arrived and that the tool
 # spans carry the gate attributes, the refusals and the transition events. Then it points the
 # demo at a closed port over both protocols: the demo must still finish, with the same
@@ -11,6 +11,10 @@
 #
 # It also exports over HTTPS with OTEL_EXPORTER_OTLP_HEADERS to a local TLS sink (a test CA
 # trusted through SSL_CERT_FILE): the way Honeycomb is reached without a collector.
+#
+# The demo runs with `OTEL_SERVICE_NAME` and `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` set but empty,
+# as compose files often leave them: an empty variable counts as unset, so the resource must
+# still say `service.name=tool-health-demo` and the traces use the general protocol.
 #
 # Every wait is bounded; Rotel is killed on exit. In CI (CI=true) a missing Rotel is a
 # failure; elsewhere the script says loudly that it skipped. Set ROTEL_AGENT=/path/to/rotel-agent
@@ -76,7 +80,8 @@ say "collector: $ROTEL ($("$ROTEL" --version 2>/dev/null || echo unknown version
 
 # --- The demo --------------------------------------------------------------------------------
 say "building the demo"
-timeout 900 cargo build --quiet --example agent
+# The demo with gRPC as well as HTTP (its `grpc` feature; plain `cargo run --example agent` has HTTP).
+timeout 900 cargo build --quiet -p tool-health-demo --features grpc --example agent
 DEMO="$TARGET_DIR/debug/examples/agent"
 [ -x "$DEMO" ] || fail "no demo binary at $DEMO"
 
@@ -115,11 +120,12 @@ run_demo() { # tag endpoint protocol [headers]
   env -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT -u OTEL_EXPORTER_OTLP_METRICS_ENDPOINT \
     -u OTEL_EXPORTER_OTLP_TRACES_PROTOCOL -u OTEL_EXPORTER_OTLP_METRICS_PROTOCOL \
     -u OTEL_EXPORTER_OTLP_TRACES_HEADERS -u OTEL_EXPORTER_OTLP_METRICS_HEADERS \
-    -u OTEL_SERVICE_NAME -u OTEL_SDK_DISABLED \
+    -u OTEL_SDK_DISABLED \
+    OTEL_SERVICE_NAME= OTEL_EXPORTER_OTLP_TRACES_PROTOCOL= \
     OTEL_EXPORTER_OTLP_ENDPOINT="$2" OTEL_EXPORTER_OTLP_PROTOCOL="$3" \
     OTEL_EXPORTER_OTLP_HEADERS="${4:-}" \
     OTEL_METRIC_EXPORT_INTERVAL=1000 OTEL_BSP_SCHEDULE_DELAY=500 \
-    timeout 120 "$DEMO" --seconds "$RUN_SECONDS" >"$out" 2>&1 ||
+    timeout 120 "$DEMO" --seconds "$RUN_SECONDS" --gate-latency >"$out" 2>&1 ||
     fail "the demo exited with $? ($1); its output:
 $(cat "$out")"
   end=$(date +%s.%N)
@@ -229,7 +235,7 @@ fault_out="$WORK/demo-fault.out"
 start=$(date +%s.%N)
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$fault_grpc" OTEL_EXPORTER_OTLP_PROTOCOL=grpc \
   OTEL_METRIC_EXPORT_INTERVAL=1000 OTEL_BSP_SCHEDULE_DELAY=500 \
-  timeout 120 "$DEMO" --seconds "$FAULT_SECONDS" >"$fault_out" 2>&1 &
+  timeout 120 "$DEMO" --seconds "$FAULT_SECONDS" --gate-latency >"$fault_out" 2>&1 &
 demo_pid=$!
 sleep 2
 stop_rotel

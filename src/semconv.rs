@@ -86,17 +86,23 @@ pub const METRIC_TRANSITIONS: &str = "tool_health.breaker.transitions";
 /// `gen_ai.execute_tool.duration`: how long each tool call took, in seconds.
 pub const METRIC_DURATION: &str = "gen_ai.execute_tool.duration";
 /// `tool_health.fleet.connected`: 1 while the fleet's store answers, 0 while it does not.
+#[cfg(feature = "fleet")]
 pub const METRIC_FLEET_CONNECTED: &str = "tool_health.fleet.connected";
 /// `tool_health.fleet.sync_lag`: seconds since the fleet's last complete exchange with its store.
+#[cfg(feature = "fleet")]
 pub const METRIC_FLEET_SYNC_LAG: &str = "tool_health.fleet.sync_lag";
 /// `tool_health.fleet.rejected`: values read from the store (or its channel) the fleet could
 /// not trust, and ignored.
+#[cfg(feature = "fleet")]
 pub const METRIC_FLEET_REJECTED: &str = "tool_health.fleet.rejected";
 /// `tool_health.fleet.applied`: decisions of other replicas the fleet applied here, by kind.
+#[cfg(feature = "fleet")]
 pub const METRIC_FLEET_APPLIED: &str = "tool_health.fleet.applied";
 /// Metric attribute of `tool_health.fleet.applied`: `open`, `close`, `hold`, `control`.
+#[cfg(feature = "fleet")]
 pub const FLEET_ACTION: &str = "tool_health.fleet.action";
 /// Metric attribute of `tool_health.fleet.rejected`: what kind of value was rejected.
+#[cfg(feature = "fleet")]
 pub const FLEET_VALUE: &str = "tool_health.fleet.value";
 
 /// Metric attribute of `tool_health.calls`: `success`, `failure`, `refused`.

@@ -3,7 +3,7 @@
 //!
 //! One binary, one test for the global part: it installs the process's global subscriber
 //! first, as a service does, then asks `otlp` to join it.
-#![cfg(feature = "otlp")]
+#![cfg(feature = "otlp-http")]
 
 mod capture;
 

@@ -19,8 +19,7 @@ async fn trip_everywhere(all: &[Replica], by: usize, tool: &str) {
     wait_all(all, tool, BreakerState::Open, "the trip to spread", 5 * SEC).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn force_open_reaches_every_replica_and_a_release_elsewhere_ends_it() {
+pub(crate) async fn force_open_reaches_every_replica_and_a_release_elsewhere_ends_it() {
     let Some(store) = store() else { return };
     let prefix = prefix("force-open");
     let all = replicas(&store.url(), &prefix, 3, config(3, 30 * SEC, 10 * SEC)).await;
@@ -45,7 +44,12 @@ async fn force_open_reaches_every_replica_and_a_release_elsewhere_ends_it() {
             d => panic!("replica {i} let a call through a forced-open tool: {d:?}"),
         }
         // The breaker itself did not trip: only the control refuses.
-        let own = r.registry.coordination_view(TOOL).expect("tracked").state;
+        let own = r
+            .registry
+            .coordination()
+            .coordination_view(TOOL)
+            .expect("tracked")
+            .state;
         assert_eq!(own, BreakerState::Closed, "replica {i}");
     }
     // Time does not end it.
@@ -68,8 +72,7 @@ async fn force_open_reaches_every_replica_and_a_release_elsewhere_ends_it() {
     assert!(all.iter().all(|r| r.registry.allow_request(TOOL)));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn force_open_for_a_duration_reaches_every_replica_with_its_remaining_time() {
+pub(crate) async fn force_open_for_a_duration_reaches_every_replica_with_its_remaining_time() {
     let Some(store) = store() else { return };
     let prefix = prefix("force-open-for");
     let all = replicas(&store.url(), &prefix, 3, config(3, 30 * SEC, 10 * SEC)).await;
@@ -119,8 +122,7 @@ async fn force_open_for_a_duration_reaches_every_replica_with_its_remaining_time
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn force_closed_reaches_every_replica_and_lets_calls_through_an_open_breaker() {
+pub(crate) async fn force_closed_reaches_every_replica_and_lets_calls_through_an_open_breaker() {
     let Some(store) = store() else { return };
     let prefix = prefix("force-closed");
     let all = replicas(&store.url(), &prefix, 3, config(3, 30 * SEC, 10 * SEC)).await;
@@ -155,8 +157,7 @@ async fn force_closed_reaches_every_replica_and_lets_calls_through_an_open_break
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shadow_mode_reaches_every_replica() {
+pub(crate) async fn shadow_mode_reaches_every_replica() {
     let Some(store) = store() else { return };
     let prefix = prefix("shadow");
     let all = replicas(&store.url(), &prefix, 3, config(3, 30 * SEC, 10 * SEC)).await;
@@ -188,8 +189,7 @@ async fn shadow_mode_reaches_every_replica() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reset_closes_an_open_episode_everywhere() {
+pub(crate) async fn reset_closes_an_open_episode_everywhere() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("reset");
@@ -221,8 +221,7 @@ async fn reset_closes_an_open_episode_everywhere() {
     assert_eq!(st, "o");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_started_later_picks_up_controls_and_open_episodes_from_the_store() {
+pub(crate) async fn a_replica_started_later_picks_up_controls_and_open_episodes_from_the_store() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("late");

@@ -193,8 +193,8 @@ async fn wait_resynced(all: &[Replica], cooldown: Duration) -> Duration {
     start.elapsed()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_of_the_store_then_an_empty_restart_every_replica_breaks_alone_then_resyncs() {
+pub(crate) async fn kill_9_of_the_store_then_an_empty_restart_every_replica_breaks_alone_then_resyncs(
+) {
     let Some(mut server) = Server::start() else {
         return;
     };
@@ -241,8 +241,7 @@ async fn kill_9_of_the_store_then_an_empty_restart_every_replica_breaks_alone_th
     gate.check("kill -9 and empty restart");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_store_blocks_no_call_and_the_fleet_recovers_on_resume() {
+pub(crate) async fn a_paused_store_blocks_no_call_and_the_fleet_recovers_on_resume() {
     let Some(server) = Server::start() else {
         return;
     };
@@ -279,8 +278,7 @@ async fn a_paused_store_blocks_no_call_and_the_fleet_recovers_on_resume() {
     gate.check("SIGSTOP and SIGCONT");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicas_that_cannot_reach_the_store_break_alone_while_the_others_coordinate() {
+pub(crate) async fn replicas_that_cannot_reach_the_store_break_alone_while_the_others_coordinate() {
     let Some(store) = store() else { return };
     // A black hole: a server that accepts connections and never answers.
     let Some(black_hole) = Server::start() else {
@@ -339,8 +337,7 @@ async fn replicas_that_cannot_reach_the_store_break_alone_while_the_others_coord
     gate.check("partition");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_scope_falls_back_to_the_local_window_while_the_store_is_down() {
+pub(crate) async fn fleet_scope_falls_back_to_the_local_window_while_the_store_is_down() {
     let Some(mut server) = Server::start() else {
         return;
     };
@@ -385,8 +382,7 @@ async fn fleet_scope_falls_back_to_the_local_window_while_the_store_is_down() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_hosts() {
+pub(crate) async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_hosts() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("skew");

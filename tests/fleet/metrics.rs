@@ -76,8 +76,7 @@ fn value(points: &[(String, String, f64)], metric: &str, attr: &str) -> Option<f
         .map(|(_, _, v)| *v)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_fleets_metrics_follow_the_store_and_count_what_was_applied_and_rejected() {
+pub(crate) async fn the_fleets_metrics_follow_the_store_and_count_what_was_applied_and_rejected() {
     let Some(mut server) = Server::start() else {
         return;
     };

@@ -70,8 +70,7 @@ async fn stored_counts(url: &str, prefix: &str) -> (u64, u64) {
     (s, f)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_fleet_trips_on_its_failure_rate_while_every_replica_is_below_min_calls() {
+pub(crate) async fn the_fleet_trips_on_its_failure_rate_while_every_replica_is_below_min_calls() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-fleet");
@@ -104,8 +103,7 @@ async fn the_fleet_trips_on_its_failure_rate_while_every_replica_is_below_min_ca
     assert_eq!(stored_counts(&url, &prefix).await, (3, 9));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_scope_trips_on_the_fleet_window_not_the_local_one() {
+pub(crate) async fn fleet_scope_trips_on_the_fleet_window_not_the_local_one() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-fleet-only");
@@ -129,8 +127,7 @@ async fn fleet_scope_trips_on_the_fleet_window_not_the_local_one() {
     assert_eq!(stored_counts(&url, &prefix).await, (0, 12));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_scope_never_trips_on_fleet_counts_and_sends_none() {
+pub(crate) async fn local_scope_never_trips_on_fleet_counts_and_sends_none() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-local");
@@ -161,8 +158,7 @@ async fn local_scope_never_trips_on_fleet_counts_and_sends_none() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn either_scope_trips_on_the_local_window_at_once() {
+pub(crate) async fn either_scope_trips_on_the_local_window_at_once() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-either");
@@ -178,8 +174,7 @@ async fn either_scope_trips_on_the_local_window_at_once() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counts_are_never_sent_twice() {
+pub(crate) async fn counts_are_never_sent_twice() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-once");
@@ -208,8 +203,7 @@ async fn counts_are_never_sent_twice() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_a_quorum_the_tool_opens_fleet_wide_only_after_k_replicas_tripped() {
+pub(crate) async fn with_a_quorum_the_tool_opens_fleet_wide_only_after_k_replicas_tripped() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("quorum");
@@ -245,8 +239,7 @@ async fn with_a_quorum_the_tool_opens_fleet_wide_only_after_k_replicas_tripped()
     assert_eq!(open.len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counts_made_before_a_replica_joined_are_not_the_fleets() {
+pub(crate) async fn counts_made_before_a_replica_joined_are_not_the_fleets() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-before");
@@ -297,8 +290,7 @@ async fn counts_made_before_a_replica_joined_are_not_the_fleets() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_turned_to_a_failure_rate_sends_only_calls_made_since() {
+pub(crate) async fn a_tool_turned_to_a_failure_rate_sends_only_calls_made_since() {
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("rate-switch");

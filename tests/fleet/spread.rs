@@ -36,8 +36,7 @@ fn probes(all: &[Replica], calls: usize) -> Vec<(usize, tool_health::Permit)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trip_spreads_to_every_replica_within_a_bounded_delay() {
+pub(crate) async fn a_trip_spreads_to_every_replica_within_a_bounded_delay() {
     let Some(store) = store() else { return };
     let prefix = prefix("spread");
     let all = replicas(&store.url(), &prefix, 3, config(3, 2 * SEC, 10 * SEC)).await;
@@ -94,8 +93,7 @@ async fn a_trip_spreads_to_every_replica_within_a_bounded_delay() {
     assert!(percentile(&delays, 0.99) < SEC, "bounded delay: {delays:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_one_probe_per_episode_over_100_episodes() {
+pub(crate) async fn exactly_one_probe_per_episode_over_100_episodes() {
     let Some(store) = store() else { return };
     let prefix = prefix("probe");
     let all = replicas(&store.url(), &prefix, 3, config(3, SEC, 10 * SEC)).await;
@@ -146,8 +144,7 @@ async fn exactly_one_probe_per_episode_over_100_episodes() {
     println!("{episodes} episodes ({failed_probes} re-opened by a failed probe): one probe each");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_probers_lease_expires_and_another_replica_takes_the_probe() {
+pub(crate) async fn a_dead_probers_lease_expires_and_another_replica_takes_the_probe() {
     let Some(store) = store() else { return };
     let prefix = prefix("takeover");
     let lease = Duration::from_millis(400);

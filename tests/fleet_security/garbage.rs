@@ -264,8 +264,8 @@ async fn run(test: &str, cases: Vec<Case>) {
     }
 }
 
-#[tokio::test]
-async fn garbage_in_the_tool_state_hash_of_the_wrong_type_or_number_changes_no_breaker() {
+pub(crate) async fn garbage_in_the_tool_state_hash_of_the_wrong_type_or_number_changes_no_breaker()
+{
     use Kind::*;
     run(
         "state",
@@ -323,8 +323,8 @@ async fn garbage_in_the_tool_state_hash_of_the_wrong_type_or_number_changes_no_b
     .await;
 }
 
-#[tokio::test]
-async fn garbage_in_the_tool_state_hash_of_the_wrong_shape_or_format_changes_no_breaker() {
+pub(crate) async fn garbage_in_the_tool_state_hash_of_the_wrong_shape_or_format_changes_no_breaker()
+{
     use Kind::*;
     run(
         "state-shape",
@@ -399,8 +399,7 @@ async fn garbage_in_the_tool_state_hash_of_the_wrong_shape_or_format_changes_no_
     .await;
 }
 
-#[tokio::test]
-async fn garbage_in_a_closed_tools_operator_control_forces_nothing_and_is_said_once() {
+pub(crate) async fn garbage_in_a_closed_tools_operator_control_forces_nothing_and_is_said_once() {
     use Kind::*;
     run(
         "controls",
@@ -443,8 +442,7 @@ async fn garbage_in_a_closed_tools_operator_control_forces_nothing_and_is_said_o
     .await;
 }
 
-#[tokio::test]
-async fn garbage_in_an_open_tools_operator_control_closes_nothing_and_is_said_once() {
+pub(crate) async fn garbage_in_an_open_tools_operator_control_closes_nothing_and_is_said_once() {
     use Kind::*;
     run(
         "controls-open",
@@ -489,8 +487,7 @@ async fn garbage_in_an_open_tools_operator_control_closes_nothing_and_is_said_on
     .await;
 }
 
-#[tokio::test]
-async fn garbage_in_the_open_and_control_sets_changes_no_breaker_and_is_said_once() {
+pub(crate) async fn garbage_in_the_open_and_control_sets_changes_no_breaker_and_is_said_once() {
     use Kind::*;
     let many: String = (0..3000).map(|i| format!("|junk-{i}")).collect();
     let many: &'static str = Box::leak(format!("SADD|{{P}}open{many}").into_boxed_str());
@@ -552,8 +549,7 @@ async fn garbage_in_the_open_and_control_sets_changes_no_breaker_and_is_said_onc
     .await;
 }
 
-#[tokio::test]
-async fn garbage_in_the_boot_key_changes_no_breaker_and_is_said_once() {
+pub(crate) async fn garbage_in_the_boot_key_changes_no_breaker_and_is_said_once() {
     use Kind::*;
     run(
         "boot",
@@ -584,8 +580,7 @@ async fn garbage_in_the_boot_key_changes_no_breaker_and_is_said_once() {
     .await;
 }
 
-#[tokio::test]
-async fn garbage_on_the_events_channel_changes_no_breaker_and_is_said_once() {
+pub(crate) async fn garbage_on_the_events_channel_changes_no_breaker_and_is_said_once() {
     let Some(store) = store() else { return };
     let url = store.url();
     let client = raw(&url).await;
@@ -664,8 +659,7 @@ async fn garbage_on_the_events_channel_changes_no_breaker_and_is_said_once() {
 
 /// The probe lease of the open episode: a replica that meets garbage there replaces it and
 /// takes the probe — one probe in the fleet, no breaker moved before the cooldown ends.
-#[tokio::test]
-async fn garbage_in_the_probe_lease_changes_no_breaker_and_still_one_probe() {
+pub(crate) async fn garbage_in_the_probe_lease_changes_no_breaker_and_still_one_probe() {
     use Kind::*;
     let Some(store) = store() else { return };
     let url = store.url();
@@ -766,8 +760,7 @@ async fn garbage_in_the_probe_lease_changes_no_breaker_and_still_one_probe() {
 
 /// The fleet's failure-rate buckets: hostile counts never trip a tool, and never crash a
 /// replica.
-#[tokio::test]
-async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once() {
+pub(crate) async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once() {
     use Kind::*;
     let Some(store) = store() else { return };
     let url = store.url();
@@ -896,8 +889,7 @@ async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once() {
 }
 
 /// The quorum votes (`q:`): junk votes never make a quorum.
-#[tokio::test]
-async fn garbage_in_the_quorum_votes_opens_nothing_and_is_said_once() {
+pub(crate) async fn garbage_in_the_quorum_votes_opens_nothing_and_is_said_once() {
     use Kind::*;
     let Some(store) = store() else { return };
     let url = store.url();

@@ -4,8 +4,7 @@ use tool_health::{BreakerState, CallOutcome, GateDecision};
 
 use crate::support::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_fleets_with_different_prefixes_on_one_server_never_affect_each_other() {
+pub(crate) async fn two_fleets_with_different_prefixes_on_one_server_never_affect_each_other() {
     let Some(store) = store() else { return };
     let url = store.url();
     // One prefix starts with the other: isolation must not rest on them being unlike.

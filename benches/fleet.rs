@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use tool_health::fleet::{Fleet, FleetBuilder};
+use tool_health::observe::HealthObserver;
 use tool_health::{
-    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, HealthObserver, ManualClock,
-    ToolHealthRegistry, Transition, TransitionReason,
+    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, ManualClock, ToolHealthRegistry,
+    Transition, TransitionReason,
 };
 
 mod common;
@@ -271,7 +272,7 @@ fn gate(c: &mut Criterion, runtime: &tokio::runtime::Runtime, url: &str, full: b
     runtime
         .block_on(fleet.sync_now())
         .expect("the trip is published");
-    assert!(on.is_coordinated_decision("down"));
+    assert!(on.coordination().is_coordinated_decision("down"));
 
     let tool = black_box(TOOL);
     let mut g = c.benchmark_group("fleet_gate");
@@ -441,7 +442,9 @@ fn replicas(
                     .build(),
             );
             let stamps = Arc::new(Stamps::default());
-            registry.add_transition_observer(Arc::new(Stamper(Arc::clone(&stamps))));
+            registry
+                .coordination()
+                .add_transition_observer(Arc::new(Stamper(Arc::clone(&stamps))));
             let fleet = prefix.map(|p| {
                 let _entered = runtime.enter();
                 FleetBuilder::new(url)

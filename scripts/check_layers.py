@@ -16,7 +16,7 @@ import sys
 
 # Bottom to top. Modules on the same line are peers (they must not depend on each other).
 LAYERS = [
-    ["clock"],
+    ["clock", "environment"],
     ["cpu"],
     ["ticks"],
     ["semconv"],

@@ -23,6 +23,9 @@ use crate::semconv;
 pub const TIMEOUT_ERROR_TYPE: &str = "timeout";
 /// `error.type` of a call that panicked.
 pub const PANIC_ERROR_TYPE: &str = "panic";
+/// `error.type` of a tool's error the call helper was not told how to classify
+/// ([`AllFailures`]).
+pub const TOOL_ERROR_TYPE: &str = "tool_error";
 
 impl ToolHealthRegistry {
     /// One call of `tool`, wrapped: span, gate, timeout, outcome, cancellation (see [`ToolCall`]).
@@ -519,15 +522,20 @@ impl<E, F: Fn(&E) -> ErrorClass> ClassifyError<E> for F {
     }
 }
 
-/// The default classification: every error is a failure of the tool, with the error's type
-/// name (`std::any::type_name`) as `error.type` — the semantic conventions' advice for an
-/// error without a better low-cardinality name.
+/// The default classification: every error is a failure of the tool, with `error.type` =
+/// [`TOOL_ERROR_TYPE`] (`tool_error`).
+///
+/// Not the error's Rust type path (`std::any::type_name`, what the semantic conventions
+/// suggest for languages whose type names are short): `my_service::tools::SearchError` or
+/// `alloc::string::String` on a dashboard grouped by `error.type` shows code paths, not error
+/// classes, and changes with every refactor. Name your classes with
+/// [`ToolCall::classify`] (`ErrorClass::failure("upstream_503")`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AllFailures;
 
 impl<E> ClassifyError<E> for AllFailures {
     fn classify(&self, _: &E) -> ErrorClass {
-        ErrorClass::failure(type_name::<E>())
+        ErrorClass::failure(TOOL_ERROR_TYPE)
     }
 }
 

@@ -75,6 +75,8 @@ mod clock;
 mod control;
 #[cfg(any(feature = "otlp-http", feature = "fleet-tls"))]
 mod cpu;
+#[cfg(any(feature = "_otlp", feature = "fleet"))]
+mod environment;
 #[cfg(feature = "fleet")]
 pub mod fleet;
 mod hook;
@@ -91,27 +93,48 @@ mod semconv;
 mod stats;
 mod ticks;
 
+// The crate root: what an application names. Everything else lives in the module of its
+// concept (the crate docs' "Where things are"); the old root names of moved items stay as
+// hidden aliases so that code written against them still compiles.
 pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
 pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
-pub use call_helper::{
-    AllFailures, CallError, ClassifyError, ErrorClass, ToolCall, PANIC_ERROR_TYPE,
-    TIMEOUT_ERROR_TYPE,
-};
+pub use call_helper::{AllFailures, CallError, ClassifyError, ErrorClass, ToolCall};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
-pub use policy::{
-    Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy, WINDOW_BUCKETS,
-};
+pub use policy::{Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy};
 pub use registry::{
-    CallEvent, CoordinationView, EvictedTool, HealthObserver, OverflowStats, ProbeHold,
-    RegistryBuilder, RemoteOpen, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot,
-    UnavailableTool, DEFAULT_MAX_TOOLS, LOG_TARGET,
+    RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
-pub use semconv::REFUSAL_ERROR_TYPE;
-pub use stats::{HealthStatus, DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};
+pub use stats::HealthStatus;
+
+pub use registry::coordination;
+
+/// Watching a registry: observers of every call and transition, the transition log's target,
+/// and the overflow count past the tool cap.
+///
+/// An observer is registered with [`ToolHealthRegistry::add_observer`]; it runs synchronously
+/// on the thread that records (keep it short, never block). Without observers nothing is paid
+/// on the record path but one relaxed load.
+pub mod observe {
+    pub use crate::registry::{CallEvent, EvictedTool, HealthObserver, OverflowStats, LOG_TARGET};
+}
+
+// Hidden aliases of names that moved off the root (see the modules named).
+#[doc(hidden)]
+pub use coordination::{CoordinationView, ProbeHold, RemoteOpen};
+#[doc(hidden)]
+pub use layer::{PANIC_ERROR_TYPE, REFUSAL_ERROR_TYPE, TIMEOUT_ERROR_TYPE};
+#[doc(hidden)]
+pub use observe::{CallEvent, EvictedTool, HealthObserver, OverflowStats, LOG_TARGET};
+#[doc(hidden)]
+pub use policy::WINDOW_BUCKETS;
+#[doc(hidden)]
+pub use registry::DEFAULT_MAX_TOOLS;
+#[doc(hidden)]
+pub use stats::{DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

@@ -166,7 +166,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
         .with_callback(observe(registry, &names, {
             let calls = Arc::clone(&calls);
             move |reg, names, obs| {
-                let coordinated = reg.is_coordinated();
+                let coordinated = reg.coordination().is_coordinated();
                 calls.collect(|series| {
                     reg.for_each_tool(|tool, view| {
                         let raw = view.raw();
@@ -246,7 +246,7 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
             move |reg, names, obs| {
                 // The open → closed edge only a coordinator takes: reported (for every tool)
                 // once one is attached.
-                let edges = if reg.is_coordinated() {
+                let edges = if reg.coordination().is_coordinated() {
                     Transition::PAIRS.len()
                 } else {
                     Transition::PAIRS.len() - 1

@@ -64,6 +64,12 @@ pub enum HealthStatus {
 }
 
 impl HealthStatus {
+    /// The score at or above which a tool whose breaker is not open is [`Healthy`](Self::Healthy): 0.8.
+    pub const HEALTHY_SCORE: f64 = HEALTHY_SCORE;
+    /// The score at or above which (and below [`HEALTHY_SCORE`](Self::HEALTHY_SCORE)) a tool is
+    /// [`Degraded`](Self::Degraded): 0.5.
+    pub const DEGRADED_SCORE: f64 = DEGRADED_SCORE;
+
     /// The lowercase name: `healthy`, `degraded` or `unhealthy`.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use tool_health::layer::{DefaultClassifier, OutcomeClassifier, SpanFacts};
 use tool_health::{
     BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, HealthStatus, ManualClock,
-    ToolHealthLayer, ToolHealthRegistry, DEFAULT_MAX_TOOLS,
+    RegistryBuilder, ToolHealthLayer, ToolHealthRegistry,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -190,12 +190,15 @@ fn a_million_invented_names_stay_within_the_cap() {
         }
     }
     let grown = LIVE.load(Ordering::Relaxed) - before;
-    assert_eq!(r.tracked_tools(), DEFAULT_MAX_TOOLS);
+    assert_eq!(r.tracked_tools(), RegistryBuilder::DEFAULT_MAX_TOOLS);
     let o = r.overflow();
-    assert_eq!(o.records, 1_000_000 - DEFAULT_MAX_TOOLS as u64);
+    assert_eq!(
+        o.records,
+        1_000_000 - RegistryBuilder::DEFAULT_MAX_TOOLS as u64
+    );
     assert_eq!(o.success_count + o.failure_count, o.records);
     // Bounded by the cap: under 512 bytes per tracked tool, whatever the name count.
-    let per_tool = grown / DEFAULT_MAX_TOOLS as i64;
+    let per_tool = grown / RegistryBuilder::DEFAULT_MAX_TOOLS as i64;
     assert!(per_tool < 512, "{per_tool} bytes per tracked tool");
     eprintln!(
         "1,000,000 names: {} tracked, {} overflow records, heap +{grown} bytes ({per_tool} per tracked tool)",

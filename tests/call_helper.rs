@@ -13,9 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::{attr, registry, transitions, Harness, Stack, ALL_STACKS};
+use tool_health::observe::CallEvent;
+use tool_health::observe::HealthObserver;
 use tool_health::{
-    BreakerState, CallError, CallEvent, CallOutcome, ErrorClass, GateDecision, HealthObserver,
-    ToolHealthLayer, ToolHealthRegistry,
+    BreakerState, CallError, CallOutcome, ErrorClass, GateDecision, ToolHealthLayer,
+    ToolHealthRegistry,
 };
 use tracing::instrument::WithSubscriber;
 use tracing::Dispatch;
@@ -318,6 +320,42 @@ async fn a_panicking_call_is_a_failure() {
         assert_eq!(
             seen.0.lock().unwrap().last().unwrap().1.as_deref(),
             Some("panic"),
+            "{setup:?}"
+        );
+    }
+}
+
+// Without `.classify`, `error.type` is a short class, never the error's Rust type path
+// (a dashboard grouped by error type must show error classes, not code paths).
+#[tokio::test]
+async fn an_unclassified_error_is_a_tool_error_never_a_type_path() {
+    for setup in SETUPS {
+        let (_clock, registry) = registry(0);
+        let seen = Arc::new(ErrorTypes::default());
+        registry.add_observer(seen.clone());
+        let (dispatch, _h) = dispatch_for(setup, &registry);
+        let r = within(&dispatch, || {
+            registry
+                .call("search")
+                .run(async { Err::<(), _>(Upstream("503")) })
+        })
+        .await;
+        assert!(matches!(r, Err(CallError::Tool(_))));
+        let r = within(&dispatch, || {
+            registry
+                .call("search")
+                .run(async { Err::<(), String>("a String error".to_owned()) })
+        })
+        .await;
+        assert!(matches!(r, Err(CallError::Tool(_))));
+        assert_eq!(counts(&registry, "search"), (0, 2, 0, 0, 0), "{setup:?}");
+        let seen = seen.0.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                (CallOutcome::Failure, Some("tool_error".to_owned())),
+                (CallOutcome::Failure, Some("tool_error".to_owned())),
+            ],
             "{setup:?}"
         );
     }

@@ -13,10 +13,11 @@ use std::time::Duration;
 use layer_support::{attr, Harness, OTEL_STACKS};
 use proptest::prelude::*;
 use tool_health::layer::{ToolHealthLayer, GATE_SOURCE_ATTRIBUTE};
+use tool_health::observe::CallEvent;
+use tool_health::observe::HealthObserver;
 use tool_health::{
-    Apply, BreakerState, CallEvent, CallOutcome, CallReport, CircuitBreakerConfig, GateDecision,
-    HealthObserver, ManualClock, ToolHealthRegistry, ToolPolicy, Transition, TransitionReason,
-    TripPolicy,
+    Apply, BreakerState, CallOutcome, CallReport, CircuitBreakerConfig, GateDecision, ManualClock,
+    ToolHealthRegistry, ToolPolicy, Transition, TransitionReason, TripPolicy,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -61,9 +62,12 @@ impl HealthObserver for Seen {
 fn another_replicas_trip_opens_a_closed_breaker_for_its_remaining_cooldown() {
     let (r, clock) = setup();
     let seen = Arc::new(Seen::default());
-    r.add_transition_observer(seen.clone());
+    r.coordination().add_transition_observer(seen.clone());
     // A tool this replica never called: tracked from now on, so its first call is refused.
-    let opened = r.open_remotely("search", 12 * SEC, true).expect("tracked");
+    let opened = r
+        .coordination()
+        .open_remotely("search", 12 * SEC, true)
+        .expect("tracked");
     assert!(opened.open);
     assert_eq!(opened.ready_in, 12 * SEC);
     assert_eq!(r.breaker_state("search"), BreakerState::Open);
@@ -96,8 +100,8 @@ fn an_open_breaker_keeps_its_episode_and_the_later_deadline() {
     let hinted = CallReport::new(CallOutcome::Failure, MS).retry_after(600 * SEC);
     r.record_failure("t", MS);
     r.record_report("t", &hinted); // trips, the hint a floor: open until 600 s
-    let generation = r.coordination_view("t").unwrap().generation;
-    let opened = r.open_remotely("t", 20 * SEC, true).unwrap();
+    let generation = r.coordination().coordination_view("t").unwrap().generation;
+    let opened = r.coordination().open_remotely("t", 20 * SEC, true).unwrap();
     assert_eq!(opened.generation, generation, "the same episode");
     assert!(opened.recorded.is_empty());
     assert_eq!(
@@ -106,7 +110,9 @@ fn an_open_breaker_keeps_its_episode_and_the_later_deadline() {
         "a remote open never shortens"
     );
     clock.advance(SEC);
-    r.open_remotely("t", 900 * SEC, true).unwrap();
+    r.coordination()
+        .open_remotely("t", 900 * SEC, true)
+        .unwrap();
     assert_eq!(retry_after(&r, "t"), 900 * SEC, "a longer one extends");
 }
 
@@ -119,10 +125,13 @@ fn a_remote_open_aborts_a_local_probe_only_when_asked_and_its_result_is_then_sta
     let GateDecision::Probe(permit) = r.check("t") else {
         panic!("probe expected")
     };
-    let kept = r.open_remotely("t", 20 * SEC, false).unwrap();
+    let kept = r
+        .coordination()
+        .open_remotely("t", 20 * SEC, false)
+        .unwrap();
     assert!(!kept.open, "the probe in flight is kept");
     assert_eq!(r.breaker_state("t"), BreakerState::HalfOpen);
-    let aborted = r.open_remotely("t", 20 * SEC, true).unwrap();
+    let aborted = r.coordination().open_remotely("t", 20 * SEC, true).unwrap();
     assert!(aborted.open);
     assert_eq!(
         aborted.recorded.transition.map(|t| (t.from, t.reason)),
@@ -136,8 +145,8 @@ fn a_remote_open_aborts_a_local_probe_only_when_asked_and_its_result_is_then_sta
 #[test]
 fn a_probe_held_for_another_replica_refuses_until_the_hold_ends_and_release_puts_it_back() {
     let (r, clock) = setup();
-    r.open_remotely("t", 10 * SEC, true).unwrap();
-    let hold = r.hold_probe("t", 25 * SEC).expect("open");
+    r.coordination().open_remotely("t", 10 * SEC, true).unwrap();
+    let hold = r.coordination().hold_probe("t", 25 * SEC).expect("open");
     assert!(!hold.is_noop());
     clock.advance(10 * SEC);
     assert_eq!(
@@ -148,23 +157,26 @@ fn a_probe_held_for_another_replica_refuses_until_the_hold_ends_and_release_puts
     assert!(!r.is_tool_available("t"));
     assert_eq!(r.snapshot("t").unwrap().retry_after, Some(15 * SEC));
     // This replica won the probe after all: the hold goes, the probe is granted at once.
-    assert!(r.release_hold("t", hold));
+    assert!(r.coordination().release_hold("t", hold));
     assert!(matches!(r.check("t"), GateDecision::Probe(_)));
     // A hold on a closed breaker or a live probe does nothing.
-    assert!(r.hold_probe("t", SEC).is_none(), "half-open: its own probe");
-    assert!(r.hold_probe("never-seen", SEC).is_none());
+    assert!(
+        r.coordination().hold_probe("t", SEC).is_none(),
+        "half-open: its own probe"
+    );
+    assert!(r.coordination().hold_probe("never-seen", SEC).is_none());
 }
 
 #[test]
 fn releasing_a_hold_never_undoes_news_that_came_after_it() {
     let (r, clock) = setup();
-    r.open_remotely("t", 10 * SEC, true).unwrap();
-    let hold = r.hold_probe("t", 20 * SEC).unwrap();
+    r.coordination().open_remotely("t", 10 * SEC, true).unwrap();
+    let hold = r.coordination().hold_probe("t", 20 * SEC).unwrap();
     clock.advance(5 * SEC);
     // A late failure (a call admitted before the trip): fresh bad news, 30 s from now.
     r.record_failure("t", MS);
     assert!(
-        !r.release_hold("t", hold),
+        !r.coordination().release_hold("t", hold),
         "the word moved: the news stands"
     );
     assert_eq!(retry_after(&r, "t"), 30 * SEC);
@@ -173,10 +185,10 @@ fn releasing_a_hold_never_undoes_news_that_came_after_it() {
 #[test]
 fn a_remote_close_closes_the_episode_it_saw_and_what_followed_it_only() {
     let (r, clock) = setup();
-    let opened = r.open_remotely("t", 10 * SEC, true).unwrap();
+    let opened = r.coordination().open_remotely("t", 10 * SEC, true).unwrap();
     clock.advance(10 * SEC);
     assert!(matches!(r.check("t"), GateDecision::Probe(_))); // a probe here, of that run
-    let recorded = r.close_remotely("t", opened.generation);
+    let recorded = r.coordination().close_remotely("t", opened.generation);
     assert_eq!(
         recorded.transition.map(|t| (t.from, t.to, t.reason)),
         Some((
@@ -188,11 +200,15 @@ fn a_remote_close_closes_the_episode_it_saw_and_what_followed_it_only() {
     assert!(r.allow_request("t"));
     assert_eq!(r.snapshot("t").unwrap().consecutive_failures, 0);
     // A closed breaker stays as it is; an older episode's close changes nothing.
-    assert!(r.close_remotely("t", opened.generation).is_empty());
+    assert!(r
+        .coordination()
+        .close_remotely("t", opened.generation)
+        .is_empty());
     r.record_failure("t", MS);
     r.record_failure("t", MS); // a local trip, newer than anything the coordinator saw
-    let newer = r.coordination_view("t").unwrap().generation;
+    let newer = r.coordination().coordination_view("t").unwrap().generation;
     assert!(r
+        .coordination()
         .close_remotely("t", newer.wrapping_add(1))
         .transition
         .is_none());
@@ -202,33 +218,36 @@ fn a_remote_close_closes_the_episode_it_saw_and_what_followed_it_only() {
 #[test]
 fn coordinated_refusals_are_counted_apart_and_the_mark_ends_with_the_episode() {
     let (r, clock) = setup();
-    r.mark_coordinated();
-    let opened = r.open_remotely("t", 10 * SEC, true).unwrap();
-    assert!(r.coordination_view("t").unwrap().coordinated);
-    assert!(r.is_coordinated_decision("t"));
+    r.coordination().mark_coordinated();
+    let opened = r.coordination().open_remotely("t", 10 * SEC, true).unwrap();
+    assert!(r.coordination().coordination_view("t").unwrap().coordinated);
+    assert!(r.coordination().is_coordinated_decision("t"));
     for _ in 0..3 {
         assert!(!r.allow_request("t"));
     }
     assert_eq!(r.snapshot("t").unwrap().refused_count, 3);
-    r.close_remotely("t", opened.generation);
-    assert!(!r.is_coordinated_decision("t"));
+    r.coordination().close_remotely("t", opened.generation);
+    assert!(!r.coordination().is_coordinated_decision("t"));
     // A local trip is a local decision.
     r.record_failure("t", MS);
     r.record_failure("t", MS);
     assert!(!r.allow_request("t"));
-    assert!(!r.is_coordinated_decision("t"));
+    assert!(!r.coordination().is_coordinated_decision("t"));
     // A mark left on a breaker that closed here (its own probe) goes at the next gate call.
-    let again = r.open_remotely("t", Duration::ZERO, true).unwrap();
+    let again = r
+        .coordination()
+        .open_remotely("t", Duration::ZERO, true)
+        .unwrap();
     clock.advance(30 * SEC);
     assert!(matches!(r.check("t"), GateDecision::Probe(_)));
     r.record_success("t", MS);
     assert!(r.allow_request("t"));
-    assert!(!r.coordination_view("t").unwrap().coordinated);
+    assert!(!r.coordination().coordination_view("t").unwrap().coordinated);
     let _ = again;
     // Reset ends it too.
-    r.open_remotely("t", 10 * SEC, true).unwrap();
+    r.coordination().open_remotely("t", 10 * SEC, true).unwrap();
     r.reset("t");
-    assert!(!r.coordination_view("t").unwrap().coordinated);
+    assert!(!r.coordination().coordination_view("t").unwrap().coordinated);
 }
 
 #[test]
@@ -246,14 +265,14 @@ fn without_local_rate_trips_the_window_counts_and_only_the_coordinator_trips() {
         },
         Apply::NewBreakers,
     );
-    r.set_local_rate_trips(false);
+    r.coordination().set_local_rate_trips(false);
     for _ in 0..6 {
         r.record_failure("t", MS);
     }
     assert_eq!(r.breaker_state("t"), BreakerState::Closed);
-    let view = r.coordination_view("t").unwrap();
+    let view = r.coordination().coordination_view("t").unwrap();
     assert_eq!((view.success, view.failure), (0, 6));
-    r.set_local_rate_trips(true);
+    r.coordination().set_local_rate_trips(true);
     r.record_failure("t", MS);
     assert_eq!(
         r.breaker_state("t"),
@@ -266,7 +285,7 @@ fn without_local_rate_trips_the_window_counts_and_only_the_coordinator_trips() {
 fn a_transition_observer_leaves_the_record_path_alone_and_hears_every_transition() {
     let (r, clock) = setup();
     let seen = Arc::new(Seen::default());
-    r.add_transition_observer(seen.clone());
+    r.coordination().add_transition_observer(seen.clone());
     r.record_success("t", MS);
     r.record_failure("t", MS);
     r.record_failure("t", MS);
@@ -295,9 +314,11 @@ fn a_transition_observer_leaves_the_record_path_alone_and_hears_every_transition
 fn refused_and_probe_spans_of_a_coordinated_episode_say_the_fleet_decided() {
     for stack in OTEL_STACKS {
         let (r, clock) = setup();
-        r.mark_coordinated();
+        r.coordination().mark_coordinated();
         let h = Harness::new(stack, ToolHealthLayer::new(r.clone()));
-        r.open_remotely("search", 10 * SEC, true).unwrap();
+        r.coordination()
+            .open_remotely("search", 10 * SEC, true)
+            .unwrap();
         h.run(|| {
             let span = tracing::info_span!(
                 "execute_tool search",
@@ -382,7 +403,7 @@ proptest! {
         1 => Just(Op::Reset),
     ], 1..100)) {
         let (r, clock) = setup();
-        r.mark_coordinated();
+        r.coordination().mark_coordinated();
         let mut generation = 0;
         let mut hold = None;
         for op in ops {
@@ -400,13 +421,13 @@ proptest! {
                 Op::Succeed => { r.record_success("t", MS); }
                 Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
                 Op::RemoteOpen(ms, abort) => {
-                    if let Some(o) = r.open_remotely("t", Duration::from_millis(ms), abort) {
+                    if let Some(o) = r.coordination().open_remotely("t", Duration::from_millis(ms), abort) {
                         generation = o.generation;
                     }
                 }
-                Op::Hold(ms) => hold = r.hold_probe("t", Duration::from_millis(ms)).or(hold),
-                Op::Release => { if let Some(h) = hold.take() { r.release_hold("t", h); } }
-                Op::RemoteClose => { r.close_remotely("t", generation); }
+                Op::Hold(ms) => hold = r.coordination().hold_probe("t", Duration::from_millis(ms)).or(hold),
+                Op::Release => { if let Some(h) = hold.take() { r.coordination().release_hold("t", h); } }
+                Op::RemoteClose => { r.coordination().close_remotely("t", generation); }
                 Op::ForceClosed => { r.force_closed("t"); }
                 Op::Normal => r.release_control("t"),
                 Op::Reset => r.reset("t"),

@@ -712,7 +712,7 @@ fn a_coordinated_registry_reports_the_fleets_refusals_and_the_open_to_closed_edg
             .count()
     };
     assert_eq!(edges(&points), 4);
-    h.registry.mark_coordinated();
+    h.registry.coordination().mark_coordinated();
     let points = h.collect();
     assert_eq!(
         edges(&points),
@@ -729,11 +729,14 @@ fn a_coordinated_registry_reports_the_fleets_refusals_and_the_open_to_closed_edg
     // Another replica tripped: two refusals are the fleet's; one local trip later, one is not.
     let opened = h
         .registry
+        .coordination()
         .open_remotely("sql", Duration::from_secs(5), true)
         .unwrap();
     assert!(!h.registry.allow_request("sql"));
     assert!(!h.registry.allow_request("sql"));
-    h.registry.close_remotely("sql", opened.generation);
+    h.registry
+        .coordination()
+        .close_remotely("sql", opened.generation);
     h.registry.record_failure("sql", ms(1));
     h.registry.record_failure("sql", ms(1)); // trips here (threshold 2)
     assert!(!h.registry.allow_request("sql"));

@@ -141,3 +141,46 @@ fn the_log_never_fails_a_tool_span() {
         tool_health::BreakerState::Closed
     );
 }
+
+// Issue 26: a replica that starts up adopts every open episode in the fleet's store, a dead
+// replica's too. Adopting one for a tool this replica has not called refuses none of its calls:
+// DEBUG, never a WARN. An opening by another replica that refuses calls made here is a WARN.
+#[test]
+fn an_adopted_remote_opening_warns_only_when_it_refuses_calls_made_here() {
+    let (clock, registry) = registry(true);
+    let out = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(
+        fmt::layer()
+            .with_writer(out.clone())
+            .with_ansi(false)
+            .with_filter(EnvFilter::new("debug")),
+    );
+    tracing::subscriber::with_default(subscriber, || {
+        // Never called here: quiet, whatever the cooldown left.
+        let opened =
+            registry
+                .coordination()
+                .open_remotely("payments", Duration::from_millis(1), true);
+        assert!(opened.is_some_and(|o| o.open));
+        // Called here: the opening refuses this replica's calls.
+        assert!(registry.allow_request("search"));
+        registry.record_success("search", Duration::from_millis(3));
+        registry
+            .coordination()
+            .open_remotely("search", Duration::from_secs(20), true);
+        assert!(!registry.allow_request("search"));
+    });
+    let _ = clock;
+    let payments = out.lines_with("`payments`");
+    let adopted = out.lines_with("adopted");
+    assert!(payments.is_empty(), "{}", out.text());
+    assert_eq!(adopted.len(), 1, "{}", out.text());
+    assert!(adopted[0].contains("DEBUG") && adopted[0].contains("payments"));
+    let warned = out.lines_with("WARN");
+    assert_eq!(warned.len(), 1, "{}", out.text());
+    assert!(
+        warned[0].contains("`search`") && warned[0].contains("opened by another replica"),
+        "{}",
+        warned[0]
+    );
+}

@@ -112,11 +112,11 @@ pub enum TransitionReason {
     /// HalfOpen → Open: the probe was cancelled and gave its slot back; the next call may probe.
     ProbeReleased,
     /// Closed or HalfOpen → Open: a coordinator applied a decision made elsewhere — another
-    /// replica's breaker tripped (see `ToolHealthRegistry::open_remotely`). A probe in flight
+    /// replica's breaker tripped (see `Coordination::open_remotely`). A probe in flight
     /// here is stale from then on.
     RemoteOpen,
     /// Open or HalfOpen → Closed: a coordinator applied a decision made elsewhere — another
-    /// replica's probe succeeded (see `ToolHealthRegistry::close_remotely`).
+    /// replica's probe succeeded (see `Coordination::close_remotely`).
     RemoteClose,
 }
 

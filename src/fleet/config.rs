@@ -167,7 +167,7 @@ impl FleetBuilder {
     /// [`env::URL`] is not set (fleet mode off), an error when a variable is set but invalid
     /// (the error names the variable, never its value).
     pub fn from_env() -> Result<Option<Self>, FleetError> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let var = crate::environment::var;
         let Some(url) = var(env::URL) else {
             return Ok(None);
         };

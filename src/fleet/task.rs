@@ -40,7 +40,8 @@ use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 
 use crate::breaker::{BreakerState, Transition, TransitionReason};
 use crate::policy::TripPolicy;
-use crate::registry::{CoordinationView, HealthObserver, ProbeHold, ToolHealthRegistry};
+use crate::registry::coordination::{CoordinationView, ProbeHold};
+use crate::registry::{HealthObserver, ToolHealthRegistry};
 
 use super::config::{FleetBuilder, RateScope};
 use super::store::{Store, StoreError};
@@ -318,12 +319,14 @@ pub(super) fn spawn(
     let (local_tx, local_rx) = mpsc::channel(LOCAL_QUEUE);
     let overflow = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Notify::new());
-    registry.mark_coordinated();
-    registry.add_transition_observer(Arc::new(Listener {
-        tx: local_tx,
-        overflow: Arc::clone(&overflow),
-        wake: Arc::clone(&wake),
-    }));
+    registry.coordination().mark_coordinated();
+    registry
+        .coordination()
+        .add_transition_observer(Arc::new(Listener {
+            tx: local_tx,
+            overflow: Arc::clone(&overflow),
+            wake: Arc::clone(&wake),
+        }));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let settings = Settings {
         poll_interval: builder.poll_interval,
@@ -335,25 +338,27 @@ pub(super) fn spawn(
     };
     if settings.rate_scope == RateScope::Fleet {
         // Until the store answers, this replica breaks on its own window.
-        registry.set_local_rate_trips(true);
+        registry.coordination().set_local_rate_trips(true);
     }
     // Counts made before this replica joined are not the fleet's: they are the baseline the
     // first counts sent are taken from. A tool created later counts from zero.
     let mut tools = HashMap::new();
     if settings.rate_scope != RateScope::Local {
-        registry.for_each_coordination_view(|name, v| {
-            if let Some(hex) = encode_tool(name) {
-                let sent = Some((v.success, v.failure));
-                tools.insert(
-                    name.to_owned(),
-                    ToolSync {
-                        hex,
-                        sent,
-                        ..ToolSync::default()
-                    },
-                );
-            }
-        });
+        registry
+            .coordination()
+            .for_each_coordination_view(|name, v| {
+                if let Some(hex) = encode_tool(name) {
+                    let sent = Some((v.success, v.failure));
+                    tools.insert(
+                        name.to_owned(),
+                        ToolSync {
+                            hex,
+                            sent,
+                            ..ToolSync::default()
+                        },
+                    );
+                }
+            });
     }
     let task = Task {
         registry,
@@ -472,10 +477,10 @@ impl Task {
 
     /// Leaves the registry as it would be without a fleet, and closes the connections.
     async fn stop(&mut self) {
-        self.registry.set_local_rate_trips(true);
+        self.registry.coordination().set_local_rate_trips(true);
         for (tool, ts) in &mut self.tools {
             if let Some(hold) = ts.episode.as_mut().and_then(|e| e.hold.take()) {
-                self.registry.release_hold(tool, hold);
+                self.registry.coordination().release_hold(tool, hold);
             }
         }
         self.store.quit().await;
@@ -628,6 +633,7 @@ impl Task {
     fn apply_scope(&self) {
         if self.settings.rate_scope == RateScope::Fleet {
             self.registry
+                .coordination()
                 .set_local_rate_trips(!self.shared.is_connected());
         }
     }
@@ -642,7 +648,7 @@ impl Task {
             (BreakerState::Closed, BreakerState::Open, _) => self.publish_trip(&ev.tool).await,
             (BreakerState::HalfOpen, BreakerState::Closed, _) => {
                 self.settle(&ev.tool, true).await;
-                self.registry.end_coordination(&ev.tool);
+                self.registry.coordination().end_coordination(&ev.tool);
             }
             (
                 BreakerState::HalfOpen,
@@ -655,7 +661,7 @@ impl Task {
 
     /// This replica's breaker tripped: join or open the fleet's episode.
     async fn publish_trip(&mut self, tool: &str) {
-        let Some(view) = self.registry.coordination_view(tool) else {
+        let Some(view) = self.registry.coordination().coordination_view(tool) else {
             return;
         };
         if view.state != BreakerState::Open {
@@ -722,7 +728,11 @@ impl Task {
         // never late — a clock that moved between two readings must not push the claim past the
         // moment the local gate would let the probe through.
         let before = self.now();
-        let Some(opened) = self.registry.open_remotely(tool, remaining, !tripped_here) else {
+        let Some(opened) =
+            self.registry
+                .coordination()
+                .open_remotely(tool, remaining, !tripped_here)
+        else {
             return; // past the registry's cap: this tool is not tracked here
         };
         tracing::debug!(
@@ -740,6 +750,7 @@ impl Task {
         }
         let refused = self
             .registry
+            .coordination()
             .coordination_view(tool)
             .map_or(0, |v| v.refused);
         let episode = Episode {
@@ -761,7 +772,7 @@ impl Task {
     fn hold_for_claim(&mut self, tool: &str) {
         let now = self.now();
         let lead = self.settings.lead;
-        let Some(view) = self.registry.coordination_view(tool) else {
+        let Some(view) = self.registry.coordination().coordination_view(tool) else {
             return;
         };
         let Some(e) = self.tools.get_mut(tool).and_then(|t| t.episode.as_mut()) else {
@@ -776,7 +787,11 @@ impl Task {
         // gate alone. Won: the hold is released at once; lost: it becomes the winner's lease;
         // no answer: the replica acts alone when the hold ends.
         let until = due.max(now).saturating_add(lead.saturating_mul(2));
-        if let Some(hold) = self.registry.hold_probe(tool, until.saturating_sub(now)) {
+        if let Some(hold) = self
+            .registry
+            .coordination()
+            .hold_probe(tool, until.saturating_sub(now))
+        {
             e.hold = Some(hold);
         }
     }
@@ -786,6 +801,7 @@ impl Task {
         let replica = self.shared.replica;
         let cooldown = self
             .registry
+            .coordination()
             .coordination_view(tool)
             .and_then(|v| v.ready_in.or(Some(v.recovery)))
             .unwrap_or_default();
@@ -902,7 +918,10 @@ impl Task {
             SharedState::Closed { ep, .. } => {
                 ts.known_ep = ts.known_ep.max(ep);
                 if let Some(e) = ts.episode.take_if(|e| e.ep <= ep) {
-                    let recorded = self.registry.close_remotely(tool, e.generation);
+                    let recorded = self
+                        .registry
+                        .coordination()
+                        .close_remotely(tool, e.generation);
                     tracing::debug!(
                         target: LOG_TARGET,
                         replica = %replica,
@@ -915,7 +934,7 @@ impl Task {
                     if !recorded.is_empty() {
                         self.shared.applied[CLOSE].fetch_add(1, Ordering::Relaxed);
                     }
-                    self.registry.end_coordination(tool);
+                    self.registry.coordination().end_coordination(tool);
                 }
             }
             SharedState::None => {
@@ -923,6 +942,7 @@ impl Task {
                 if let Some(e) = ts.episode.take() {
                     let remaining = self
                         .registry
+                        .coordination()
                         .coordination_view(tool)
                         .and_then(|v| v.ready_in)
                         .unwrap_or_default();
@@ -936,7 +956,7 @@ impl Task {
                 if let Some(e) = ts.episode.as_mut() {
                     e.claim = Claim::Alone;
                     if let Some(hold) = e.hold.take() {
-                        self.registry.release_hold(tool, hold);
+                        self.registry.coordination().release_hold(tool, hold);
                     }
                 }
             }
@@ -945,7 +965,7 @@ impl Task {
                 if let Some(e) = ts.episode.as_mut() {
                     e.claim = Claim::Alone;
                     if let Some(hold) = e.hold.take() {
-                        self.registry.release_hold(tool, hold);
+                        self.registry.coordination().release_hold(tool, hold);
                     }
                 }
                 self.reject(Rejected::Future, 1);
@@ -1054,11 +1074,13 @@ impl Task {
         if self.resync {
             // Breakers open here that the store may not know.
             let mut open = Vec::new();
-            self.registry.for_each_coordination_view(|name, v| {
-                if v.state == BreakerState::Open {
-                    open.push(name.to_owned());
-                }
-            });
+            self.registry
+                .coordination()
+                .for_each_coordination_view(|name, v| {
+                    if v.state == BreakerState::Open {
+                        open.push(name.to_owned());
+                    }
+                });
             for name in open {
                 if let Some(ts) = self.tool(&name) {
                     interest.push(ts.hex.clone());
@@ -1086,11 +1108,13 @@ impl Task {
     /// store that lost its data, lost local events). Whether the store answered throughout.
     async fn republish(&mut self) -> bool {
         let mut open = Vec::new();
-        self.registry.for_each_coordination_view(|name, v| {
-            if v.state == BreakerState::Open {
-                open.push((name.to_owned(), v.ready_in.unwrap_or(v.recovery)));
-            }
-        });
+        self.registry
+            .coordination()
+            .for_each_coordination_view(|name, v| {
+                if v.state == BreakerState::Open {
+                    open.push((name.to_owned(), v.ready_in.unwrap_or(v.recovery)));
+                }
+            });
         for (tool, remaining) in open {
             let has_episode = self
                 .tools
@@ -1111,7 +1135,7 @@ impl Task {
         let mut next = self.settings.poll_interval;
         for (tool, ts) in &self.tools {
             let Some(e) = &ts.episode else { continue };
-            let Some(view) = self.registry.coordination_view(tool) else {
+            let Some(view) = self.registry.coordination().coordination_view(tool) else {
                 continue;
             };
             if let Some(due) = claim_due(e, &view, lead) {
@@ -1131,7 +1155,7 @@ impl Task {
             if e.claim == Claim::Alone && self.shared.is_connected() {
                 e.claim = Claim::Pending; // the store is back: through the lease again
             }
-            let Some(view) = self.registry.coordination_view(tool) else {
+            let Some(view) = self.registry.coordination().coordination_view(tool) else {
                 continue;
             };
             tracing::trace!(
@@ -1198,7 +1222,7 @@ impl Task {
                         if let Some(e) = self.episode_mut(tool, ep) {
                             e.claim = Claim::Won;
                             if let Some(hold) = e.hold.take() {
-                                self.registry.release_hold(tool, hold);
+                                self.registry.coordination().release_hold(tool, hold);
                             }
                         }
                     }
@@ -1211,7 +1235,7 @@ impl Task {
                                 .saturating_add(ttl)
                                 .saturating_add(Duration::from_millis(1));
                             e.claim = Claim::Lost { until };
-                            if let Some(hold) = registry.hold_probe(
+                            if let Some(hold) = registry.coordination().hold_probe(
                                 tool,
                                 until
                                     .saturating_sub(now)
@@ -1242,7 +1266,7 @@ impl Task {
         if let Some(e) = self.tools.get_mut(tool).and_then(|t| t.episode.as_mut()) {
             e.claim = Claim::Alone;
             if let Some(hold) = e.hold.take() {
-                self.registry.release_hold(tool, hold);
+                self.registry.coordination().release_hold(tool, hold);
             }
         }
     }
@@ -1256,11 +1280,13 @@ impl Task {
         // Every tool, whatever its policy: what was counted up to now is marked sent each
         // round, so a tool that turns to a failure rate later sends only calls made since.
         let mut views: Vec<(String, CoordinationView)> = Vec::new();
-        self.registry.for_each_coordination_view(|name, v| {
-            if name.len() <= wire::MAX_SHARED_NAME {
-                views.push((name.to_owned(), v.clone()));
-            }
-        });
+        self.registry
+            .coordination()
+            .for_each_coordination_view(|name, v| {
+                if name.len() <= wire::MAX_SHARED_NAME {
+                    views.push((name.to_owned(), v.clone()));
+                }
+            });
         // One call per window width, in batches: (name, hex, new successes, new failures, view).
         type Row = (String, String, u64, u64, CoordinationView);
         let mut by_width: HashMap<u64, Vec<Row>> = HashMap::new();
@@ -1336,8 +1362,9 @@ impl Task {
             return;
         }
         let registry = Arc::clone(&self.registry);
-        self.tools
-            .retain(|name, t| t.holds_state() || registry.coordination_view(name).is_some());
+        self.tools.retain(|name, t| {
+            t.holds_state() || registry.coordination().coordination_view(name).is_some()
+        });
     }
 
     // ---------------------------------------------------------------------------------------

@@ -214,7 +214,7 @@ pub(crate) fn binder(
         };
         // A refusal or probe of an episode the fleet has a say in is the fleet's decision.
         let from_fleet = !matches!(decision, GateDecision::Allowed(_))
-            && core.registry.is_coordinated_decision(tool);
+            && core.registry.coordination().is_coordinated_decision(tool);
         tracing::dispatcher::get_default(|dispatch| {
             otel::annotate_decision(dispatch, &found.id, &decision, state, from_fleet);
         });

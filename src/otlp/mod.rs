@@ -101,6 +101,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+use crate::environment;
 use crate::layer::ToolHealthLayer;
 use crate::metrics::publish_metrics;
 use crate::registry::ToolHealthRegistry;
@@ -295,8 +296,11 @@ impl OtlpBuilder {
             error: e,
         })?;
 
+        // The name given here is the default: a non-empty `OTEL_SERVICE_NAME`, or a
+        // `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, wins (the SDK's detectors read both).
+        // An empty variable counts as unset (`crate::environment`).
         let mut resource = Resource::builder();
-        if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        if !service_name_from_env() {
             resource = resource.with_service_name(self.service_name.clone());
         }
         let resource = resource.build();
@@ -369,8 +373,20 @@ impl Endpoints {
 
 /// The endpoint a signal is exported to, as the SDK resolves it from the environment.
 #[cfg_attr(not(feature = "otlp-http"), allow(unused_variables))]
+/// Whether the environment names the service: a non-empty `OTEL_SERVICE_NAME`, or a
+/// non-empty `service.name` in `OTEL_RESOURCE_ATTRIBUTES`.
+fn service_name_from_env() -> bool {
+    environment::var("OTEL_SERVICE_NAME").is_some()
+        || environment::var("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|attributes| {
+            attributes.split(',').any(|pair| {
+                pair.split_once('=')
+                    .is_some_and(|(k, v)| k.trim() == "service.name" && !v.trim().is_empty())
+            })
+        })
+}
+
 fn endpoint(signal_var: &str, transport: Transport, path: &str) -> String {
-    let set = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
+    let set = |var: &str| environment::var(var).map(|v| v.trim().to_owned());
     if let Some(url) = set(signal_var) {
         return url;
     }
@@ -428,11 +444,10 @@ impl Transport {
     /// The signal's protocol variable, else `OTEL_EXPORTER_OTLP_PROTOCOL`, else the default.
     fn for_signal(signal_var: &'static str) -> Result<Self, OtlpError> {
         for var in [signal_var, "OTEL_EXPORTER_OTLP_PROTOCOL"] {
-            let Ok(value) = std::env::var(var) else {
+            let Some(value) = environment::var(var) else {
                 continue;
             };
             return match value.trim() {
-                "" => continue,
                 #[cfg(feature = "otlp-grpc")]
                 "grpc" => Ok(Self::Grpc),
                 #[cfg(not(feature = "otlp-grpc"))]

@@ -230,6 +230,9 @@ impl ToolPolicy {
 }
 
 impl TripPolicy {
+    /// How many time buckets a [`FailureRate`](Self::FailureRate) window is counted in: 8.
+    pub const WINDOW_BUCKETS: usize = WINDOW_BUCKETS;
+
     /// Whether a window with these counts trips.
     pub(crate) fn rate_trips(ratio: f64, min_calls: u64, failures: u64, calls: u64) -> bool {
         calls > 0 && calls >= min_calls && failures as f64 >= ratio * calls as f64

@@ -27,6 +27,10 @@ pub struct RegistryBuilder {
 }
 
 impl RegistryBuilder {
+    /// How many distinct tools a registry tracks unless [`max_tools`](Self::max_tools) says
+    /// otherwise: 10,000.
+    pub const DEFAULT_MAX_TOOLS: usize = DEFAULT_MAX_TOOLS;
+
     /// The default breaker config (see [`ToolHealthRegistry::set_config`]).
     pub fn config(mut self, config: CircuitBreakerConfig) -> Self {
         self.config = config;
@@ -39,7 +43,7 @@ impl RegistryBuilder {
         self
     }
 
-    /// How many distinct tools to track (default [`DEFAULT_MAX_TOOLS`]).
+    /// How many distinct tools to track (default [`DEFAULT_MAX_TOOLS`](Self::DEFAULT_MAX_TOOLS)).
     pub fn max_tools(mut self, max_tools: usize) -> Self {
         self.max_tools = max_tools;
         self
@@ -110,7 +114,8 @@ impl ToolHealthRegistry {
         Self::builder().build()
     }
 
-    /// A registry with `config` as the default breaker config.
+    /// A registry with `config` as the default breaker config: the product's first name for
+    /// `ToolHealthRegistry::builder().config(config).build()`.
     pub fn with_config(config: CircuitBreakerConfig) -> Self {
         Self::builder().config(config).build()
     }

@@ -19,6 +19,7 @@ impl ToolHealthRegistry {
         .is_some()
     }
 
+    #[doc(hidden)] // `force_open_for` is the documented way; kept for code written against it
     /// Isolates the tool until `until` on the registry's clock (see [`now`](Self::now)),
     /// rounded up to the millisecond: the isolation never lapses early.
     pub fn force_open_until(&self, tool: &str, until: Duration) -> bool {
@@ -66,6 +67,7 @@ impl ToolHealthRegistry {
             .is_some()
     }
 
+    #[doc(hidden)] // read `snapshot(tool).control`; kept for code written against it
     /// The operator control in force for the tool (a lapsed forced-open reads as such until
     /// released; the gate no longer enforces it).
     pub fn control(&self, tool: &str) -> ToolControl {
@@ -73,6 +75,7 @@ impl ToolHealthRegistry {
             .unwrap_or(ToolControl::Normal)
     }
 
+    #[doc(hidden)] // read `snapshot(tool).shadow`; kept for code written against it
     /// Whether shadow mode is on for the tool.
     pub fn is_shadow(&self, tool: &str) -> bool {
         self.with_entry(tool, |e| e.control.state().shadow)

@@ -5,15 +5,15 @@
 //! particular coordinator; it offers this surface, and the coordinator runs beside it:
 //!
 //! * it **hears** the local breakers' transitions through
-//!   [`add_transition_observer`](ToolHealthRegistry::add_transition_observer) (off the record
+//!   [`add_transition_observer`](Coordination::add_transition_observer) (off the record
 //!   path's fast path: a plain registry's hot path is unchanged);
 //! * it **reads** a tool's breaker as a [`CoordinationView`] (state, generation, how long until
 //!   the next probe, the raw counts a fleet-wide failure rate is built from);
 //! * it **applies** what other replicas decided through the same CAS loop the gate uses:
-//!   [`open_remotely`](ToolHealthRegistry::open_remotely) (another replica tripped),
-//!   [`close_remotely`](ToolHealthRegistry::close_remotely) (another replica's probe
-//!   succeeded), and [`hold_probe`](ToolHealthRegistry::hold_probe) /
-//!   [`release_hold`](ToolHealthRegistry::release_hold) (another replica holds the episode's
+//!   [`open_remotely`](Coordination::open_remotely) (another replica tripped),
+//!   [`close_remotely`](Coordination::close_remotely) (another replica's probe
+//!   succeeded), and [`hold_probe`](Coordination::hold_probe) /
+//!   [`release_hold`](Coordination::release_hold) (another replica holds the episode's
 //!   single probe: this one keeps refusing until the result arrives or the holder's lease
 //!   ends).
 //!
@@ -25,7 +25,7 @@
 //! A tool in an episode a coordinator has a say in is marked *coordinated* until the episode
 //! ends here: its refusals are counted apart (the `tool_health.calls` series with
 //! `tool_health.gate.source = fleet`) and the tracing layer writes the same attribute on the
-//! spans it refuses or probes ([`is_coordinated_decision`](ToolHealthRegistry::is_coordinated_decision)).
+//! spans it refuses or probes ([`is_coordinated_decision`](Coordination::is_coordinated_decision)).
 //!
 //! ```
 //! use std::time::Duration;
@@ -35,22 +35,23 @@
 //! let replica = ToolHealthRegistry::builder().clock(clock.clone()).build();
 //!
 //! // Another replica tripped `search`; its cooldown has 20 s left.
-//! let opened = replica.open_remotely("search", Duration::from_secs(20), true).unwrap();
+//! let opened = replica.coordination().open_remotely("search", Duration::from_secs(20), true).unwrap();
 //! assert_eq!(replica.breaker_state("search"), BreakerState::Open);
 //! assert!(!replica.allow_request("search"));
 //!
 //! // A third replica won the probe: this one holds off until its lease ends (30 s from now).
-//! let hold = replica.hold_probe("search", Duration::from_secs(30)).unwrap();
+//! let hold = replica.coordination().hold_probe("search", Duration::from_secs(30)).unwrap();
 //! clock.advance(Duration::from_secs(20));
 //! assert!(!replica.allow_request("search"), "the cooldown ended, the probe is elsewhere");
 //!
 //! // That probe succeeded: every replica closes.
-//! replica.close_remotely("search", opened.generation);
+//! replica.coordination().close_remotely("search", opened.generation);
 //! assert!(replica.allow_request("search"));
 //! # let _ = hold;
 //! ```
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::breaker::{BreakerState, Effective, Recorded, Word};
@@ -59,6 +60,7 @@ use crate::policy::TripPolicy;
 use crate::ticks::Ticks;
 
 use super::entry::Entry;
+use super::observers::HealthObserver;
 use super::ToolHealthRegistry;
 
 /// One tool's breaker as a coordinator reads it (see [`ToolHealthRegistry::coordination_view`]).
@@ -67,7 +69,7 @@ use super::ToolHealthRegistry;
 pub struct CoordinationView {
     /// The breaker's own state now (expiry-aware; operator controls are not looked at).
     pub state: BreakerState,
-    /// The breaker's generation: the episode [`close_remotely`](ToolHealthRegistry::close_remotely)
+    /// The breaker's generation: the episode [`close_remotely`](Coordination::close_remotely)
     /// names.
     pub generation: u32,
     /// While open: how long until the next probe may be granted (zero once it may;
@@ -96,7 +98,7 @@ pub struct CoordinationView {
 #[non_exhaustive]
 pub struct RemoteOpen {
     /// The breaker's generation afterwards: the episode a later
-    /// [`close_remotely`](ToolHealthRegistry::close_remotely) names.
+    /// [`close_remotely`](Coordination::close_remotely) names.
     pub generation: u32,
     /// Whether the breaker is open afterwards (a live local probe that was not aborted keeps
     /// it half-open).
@@ -109,7 +111,7 @@ pub struct RemoteOpen {
 }
 
 /// A probe held back by [`ToolHealthRegistry::hold_probe`]: what
-/// [`release_hold`](ToolHealthRegistry::release_hold) puts back. Opaque; `Copy`.
+/// [`release_hold`](Coordination::release_hold) puts back. Opaque; `Copy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeHold {
     installed: Word,
@@ -129,16 +131,43 @@ impl ProbeHold {
 }
 
 impl ToolHealthRegistry {
+    /// The coordination surface: what a coordinator of several replicas (fleet mode is one)
+    /// reads from this registry and applies to it. Applications do not need it; see the
+    /// [`coordination`](crate::coordination) module.
+    pub fn coordination(&self) -> Coordination<'_> {
+        Coordination { registry: self }
+    }
+}
+
+/// The coordination surface of one registry ([`ToolHealthRegistry::coordination`]; the
+/// [module docs](crate::coordination) say what it is for).
+#[derive(Debug, Clone, Copy)]
+pub struct Coordination<'a> {
+    registry: &'a ToolHealthRegistry,
+}
+
+impl Coordination<'_> {
+    /// Registers an observer of transitions and evictions only: its
+    /// [`on_call`](crate::HealthObserver::on_call) is never called. Unlike
+    /// [`ToolHealthRegistry::add_observer`], this leaves the record path exactly as it is
+    /// without observers — transitions are announced off its fast path — which is what a
+    /// coordinator needs.
+    pub fn add_transition_observer(&self, observer: Arc<dyn HealthObserver>) {
+        self.registry.add_transition_observer(observer);
+    }
+
     /// The tool's breaker as a coordinator reads it; `None` for a tool not tracked.
     pub fn coordination_view(&self, tool: &str) -> Option<CoordinationView> {
-        let now = self.now_ticks();
-        self.with_entry(tool, |e| Self::view_of(e, now))
+        let now = self.registry.now_ticks();
+        self.registry.with_entry(tool, |e| Self::view_of(e, now))
     }
 
     /// Visits every tracked tool's [`CoordinationView`] (allocation-free per tool).
     pub fn for_each_coordination_view(&self, mut f: impl FnMut(&str, &CoordinationView)) {
-        let now = self.now_ticks();
-        self.names.for_each(|e| f(&e.name, &Self::view_of(e, now)));
+        let now = self.registry.now_ticks();
+        self.registry
+            .names
+            .for_each(|e| f(&e.name, &Self::view_of(e, now)));
     }
 
     fn view_of(e: &Entry, now: Ticks) -> CoordinationView {
@@ -177,9 +206,9 @@ impl ToolHealthRegistry {
         ready_in: Duration,
         abort_probe: bool,
     ) -> Option<RemoteOpen> {
-        let now = self.now_step();
+        let now = self.registry.now_step();
         let until = now.base.after(Ticks::span(ready_in));
-        let (after, recorded) = self.with_entry_or_insert(tool, |e| {
+        let (after, recorded) = self.registry.with_entry_or_insert(tool, |e| {
             let (_, after, recorded) = e.breaker.remote_open(until, abort_probe, now);
             if after.is_open() {
                 // After the word: a gate call in between is counted as a plain refusal, and
@@ -188,7 +217,7 @@ impl ToolHealthRegistry {
             }
             (after, recorded)
         })?;
-        self.notify_transitions(tool, &recorded);
+        self.registry.notify_transitions(tool, &recorded);
         let open = after.is_open();
         Some(RemoteOpen {
             generation: after.generation,
@@ -211,33 +240,34 @@ impl ToolHealthRegistry {
     /// [`release_hold`](Self::release_hold) puts back the deadline the hold replaced — when
     /// this replica wins the probe after all.
     pub fn hold_probe(&self, tool: &str, for_at_least: Duration) -> Option<ProbeHold> {
-        let now = self.now_step();
+        let now = self.registry.now_step();
         let until = now.base.after(Ticks::span(for_at_least));
-        self.with_entry(tool, |e| {
-            if e.breaker.effective(now.at).state() != BreakerState::Open {
-                return None;
-            }
-            let (before, after, recorded) = e.breaker.remote_open(until, false, now);
-            if !after.is_open() {
-                return None;
-            }
-            e.control.set_coordinated(true);
-            // `before` may be a half-open word whose lease expired: the open deadline it stood
-            // for (the lease's end plus the recovery) is what to put back.
-            let previous = e.breaker.ready_at(before, now.at).unwrap_or(after.deadline);
-            Some((
-                ProbeHold {
-                    installed: after,
-                    previous,
-                },
-                recorded,
-            ))
-        })
-        .flatten()
-        .map(|(hold, recorded)| {
-            self.notify_transitions(tool, &recorded);
-            hold
-        })
+        self.registry
+            .with_entry(tool, |e| {
+                if e.breaker.effective(now.at).state() != BreakerState::Open {
+                    return None;
+                }
+                let (before, after, recorded) = e.breaker.remote_open(until, false, now);
+                if !after.is_open() {
+                    return None;
+                }
+                e.control.set_coordinated(true);
+                // `before` may be a half-open word whose lease expired: the open deadline it stood
+                // for (the lease's end plus the recovery) is what to put back.
+                let previous = e.breaker.ready_at(before, now.at).unwrap_or(after.deadline);
+                Some((
+                    ProbeHold {
+                        installed: after,
+                        previous,
+                    },
+                    recorded,
+                ))
+            })
+            .flatten()
+            .map(|(hold, recorded)| {
+                self.registry.notify_transitions(tool, &recorded);
+                hold
+            })
     }
 
     /// Puts back the deadline [`hold_probe`](Self::hold_probe) replaced, if the breaker is still
@@ -246,11 +276,12 @@ impl ToolHealthRegistry {
         if hold.is_noop() {
             return false;
         }
-        let now = self.now_step();
-        self.with_entry(tool, |e| {
-            e.breaker.restore(hold.installed, hold.previous, now)
-        })
-        .unwrap_or(false)
+        let now = self.registry.now_step();
+        self.registry
+            .with_entry(tool, |e| {
+                e.breaker.restore(hold.installed, hold.previous, now)
+            })
+            .unwrap_or(false)
     }
 
     /// Applies another replica's recovery (its probe succeeded): closes the tool's breaker if it
@@ -260,8 +291,9 @@ impl ToolHealthRegistry {
     /// Closing is what a probe's success does here: counter reset, fresh failure-rate window,
     /// transition with [`TransitionReason::RemoteClose`](crate::TransitionReason::RemoteClose).
     pub fn close_remotely(&self, tool: &str, since_generation: u32) -> Recorded {
-        let now = self.now_step();
+        let now = self.registry.now_step();
         let recorded = self
+            .registry
             .with_entry(tool, |e| {
                 let recorded = e.breaker.remote_close(since_generation, now);
                 if recorded.transition.is_some() {
@@ -270,7 +302,7 @@ impl ToolHealthRegistry {
                 recorded
             })
             .unwrap_or_default();
-        self.notify_transitions(tool, &recorded);
+        self.registry.notify_transitions(tool, &recorded);
         recorded
     }
 
@@ -278,7 +310,8 @@ impl ToolHealthRegistry {
     /// local probe closed it, or the coordinator lets this replica act alone). Refusals are
     /// counted as plain ones again.
     pub fn end_coordination(&self, tool: &str) {
-        self.with_entry(tool, |e| e.control.set_coordinated(false));
+        self.registry
+            .with_entry(tool, |e| e.control.set_coordinated(false));
     }
 
     /// Whether the tool's current episode is one a coordinator has a say in: a refusal or a
@@ -286,8 +319,9 @@ impl ToolHealthRegistry {
     /// `tool_health.gate.source = fleet` on such spans). One load per call; `false` for
     /// untracked tools and in a registry no coordinator is attached to.
     pub fn is_coordinated_decision(&self, tool: &str) -> bool {
-        self.coordinated.load(Ordering::Relaxed)
+        self.registry.coordinated.load(Ordering::Relaxed)
             && self
+                .registry
                 .with_entry(tool, |e| Control::is_coordinated(e.control.raw()))
                 .unwrap_or(false)
     }
@@ -297,18 +331,18 @@ impl ToolHealthRegistry {
     /// connected, and back on when it is not, so that a replica keeps breaking on its own.
     /// The window keeps counting either way.
     pub fn set_local_rate_trips(&self, on: bool) {
-        self.local_rate_trips.store(on, Ordering::Relaxed);
+        self.registry.local_rate_trips.store(on, Ordering::Relaxed);
     }
 
     /// Marks the registry as coordinated: exporters then report, for every tool, the series
     /// only a coordinator feeds (the `open → closed` transition edge, coordinated refusals),
     /// zeros included, so they never appear mid-run. A coordinator calls it when it attaches.
     pub fn mark_coordinated(&self) {
-        self.coordinated.store(true, Ordering::Relaxed);
+        self.registry.coordinated.store(true, Ordering::Relaxed);
     }
 
     /// Whether a coordinator is attached (see [`mark_coordinated`](Self::mark_coordinated)).
     pub fn is_coordinated(&self) -> bool {
-        self.coordinated.load(Ordering::Relaxed)
+        self.registry.coordinated.load(Ordering::Relaxed)
     }
 }

@@ -49,6 +49,7 @@ impl ToolHealthRegistry {
         hook::gate(self.address(), tool, &mut || self.check_detached(tool))
     }
 
+    #[doc(hidden)] // the gate without span binding: the layer's and the tests' (one obvious gate: `check`)
     /// The gate, never bound to a span.
     #[inline(always)]
     pub fn check_detached(&self, tool: &str) -> GateDecision {

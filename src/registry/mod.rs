@@ -51,7 +51,7 @@
 mod builder;
 mod config;
 mod controls;
-mod coordination;
+pub mod coordination;
 mod entry;
 mod eviction;
 mod gate;
@@ -77,7 +77,6 @@ use crate::policy::ToolPolicy;
 use crate::ticks::{Now, Ticks};
 
 pub use builder::RegistryBuilder;
-pub use coordination::{CoordinationView, ProbeHold, RemoteOpen};
 use entry::Entry;
 pub use handle::ToolHandle;
 pub use observers::{CallEvent, EvictedTool, HealthObserver, LOG_TARGET};

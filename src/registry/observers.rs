@@ -67,7 +67,7 @@ pub struct EvictedTool<'a> {
     /// Calls started and never finished since the entry was created.
     pub cancelled_count: u64,
     /// Of the refusals, those made while a coordinator had a say in the episode (see
-    /// [`ToolHealthRegistry::open_remotely`]).
+    /// [`Coordination::open_remotely`]).
     pub coordinated_refused_count: u64,
     /// Transitions taken, per edge of [`Transition::PAIRS`].
     pub transitions: [u64; 5],
@@ -97,12 +97,8 @@ pub trait HealthObserver: Send + Sync + fmt::Debug + 'static {
 }
 
 impl ToolHealthRegistry {
-    /// Registers an observer of transitions and evictions only: its
-    /// [`on_call`](HealthObserver::on_call) is never called. Unlike
-    /// [`add_observer`](Self::add_observer), this leaves the record path exactly as it is
-    /// without observers — transitions are announced off its fast path — which is what a
-    /// coordinator (see [`open_remotely`](Self::open_remotely)) needs.
-    pub fn add_transition_observer(&self, observer: Arc<dyn HealthObserver>) {
+    /// Adds a transition-only observer (see [`Coordination::add_transition_observer`](crate::coordination::Coordination::add_transition_observer)).
+    pub(crate) fn add_transition_observer(&self, observer: Arc<dyn HealthObserver>) {
         self.transition_observers.rcu(|list| {
             let mut list = Vec::clone(list);
             list.push(observer.clone());
@@ -211,14 +207,40 @@ impl ToolHealthRegistry {
                 let now = self.now_ticks();
                 // When the gate could next admit a call: the cooldown (and any Retry-After
                 // floor or backoff), as the gate itself will apply it.
-                let cooldown = self
-                    .with_entry(tool, |e| match e.breaker.effective(now) {
-                        Effective::Open { ready_at, .. } => Some(ready_at.until(now).to_duration()),
-                        _ => None,
+                let (cooldown, called_here) = self
+                    .with_entry(tool, |e| {
+                        let raw = e.stats.raw();
+                        let called = raw.success
+                            | raw.failure
+                            | raw.ignored
+                            | raw.refused
+                            | raw.shadow_refused
+                            | raw.cancelled
+                            != 0;
+                        let cooldown = match e.breaker.effective(now) {
+                            Effective::Open { ready_at, .. } => {
+                                Some(ready_at.until(now).to_duration())
+                            }
+                            _ => None,
+                        };
+                        (cooldown, called)
                     })
-                    .flatten()
-                    .unwrap_or_default();
-                if t.reason == TransitionReason::ProbeReleased {
+                    .map_or((None, false), |(c, called)| (c, called));
+                let cooldown = cooldown.unwrap_or_default();
+                if t.reason == TransitionReason::RemoteOpen && (!called_here || cooldown.is_zero())
+                {
+                    // Another replica's episode adopted for a tool this replica has not
+                    // called (a replica starting up reads every open episode in the store,
+                    // a dead replica's too), or one that already ended: it refuses none of
+                    // this replica's calls, so it is no warning.
+                    tracing::debug!(
+                        target: LOG_TARGET,
+                        tool,
+                        reason = %t.reason,
+                        cooldown = ?cooldown,
+                        "circuit breaker opened by another replica (adopted; not called here)"
+                    );
+                } else if t.reason == TransitionReason::ProbeReleased {
                     tracing::info!(
                         target: LOG_TARGET,
                         tool,

@@ -96,7 +96,9 @@ pub struct OverflowStats {
 }
 
 impl ToolHealthRegistry {
-    /// The tool's status; an unknown tool is healthy, a tool forced open unhealthy.
+    /// The tool's status; an unknown tool is healthy, a tool forced open unhealthy. A shortcut
+    /// of [`snapshot`](Self::snapshot)`(tool).status` (with no snapshot for a tool never seen),
+    /// named as in the product's first version.
     pub fn get_health_status(&self, tool: &str) -> HealthStatus {
         self.with_entry(tool, |e| self.status_on_entry(e))
             .unwrap_or(HealthStatus::Healthy)
@@ -147,7 +149,7 @@ impl ToolHealthRegistry {
     }
 
     /// The tool's breaker state now (expiry-aware; forced open reads open); an unknown tool is
-    /// closed.
+    /// closed. A shortcut of [`snapshot`](Self::snapshot)`(tool).breaker`.
     pub fn breaker_state(&self, tool: &str) -> BreakerState {
         self.with_entry(tool, |e| self.state_on_entry(e))
             .unwrap_or(BreakerState::Closed)

@@ -287,6 +287,7 @@ impl ToolHealthRegistry {
         };
     }
 
+    #[doc(hidden)] // `record_with_permit(tool, permit, CallOutcome::Cancelled, d)` is the documented way
     /// Gives a probe permit back without a result (the call was cancelled): the breaker
     /// re-opens with its cooldown already elapsed, so the next gate call may probe at once
     /// instead of waiting for the lease. Does nothing for a permit that is not the live probe.

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use crate::support::{attr, registry, transitions, Harness, Stack, OTEL_STACKS};
 use opentelemetry::trace::Status;
+use tool_health::layer::REFUSAL_ERROR_TYPE;
 use tool_health::layer::{
     BREAKER_STATE_ATTRIBUTE, GATE_DECISION_ATTRIBUTE, TRANSITION_EVENT, TRANSITION_FROM_ATTRIBUTE,
     TRANSITION_TO_ATTRIBUTE,
 };
-use tool_health::{BreakerState, ToolHealthLayer, REFUSAL_ERROR_TYPE, REFUSAL_MESSAGE};
+use tool_health::{BreakerState, ToolHealthLayer, REFUSAL_MESSAGE};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer as _;
 

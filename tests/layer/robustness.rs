@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::calls;
 use crate::support::{registry as new_registry, Harness, ALL_STACKS};
-use tool_health::{BreakerState, CallEvent, HealthObserver, ToolHealthLayer, Transition};
+use tool_health::observe::CallEvent;
+use tool_health::observe::HealthObserver;
+use tool_health::{BreakerState, ToolHealthLayer, Transition};
 use tracing::field;
 
 /// An observer that logs from inside the layer's record path.

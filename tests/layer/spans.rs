@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use crate::support::{self, registry as new_registry, Harness, ALL_STACKS};
 use crate::{calls, ToolError};
-use tool_health::{BreakerState, CallEvent, CallOutcome, HealthObserver, ToolHealthLayer};
+use tool_health::observe::CallEvent;
+use tool_health::observe::HealthObserver;
+use tool_health::{BreakerState, CallOutcome, ToolHealthLayer};
 use tracing::field;
 
 #[test]

@@ -31,14 +31,23 @@
 //!
 //! # Where things are
 //!
-//! Everything is imported from the crate root — the registry, the gate's values, the call
-//! helper ([`ToolHealthRegistry::call`] → [`ToolCall`]), policies, controls, the router —
-//! except four concepts with a module of their own: [`layer`] (span conventions, the outcome
-//! classifier, span attribute names), [`metrics`] (instrument names), `otlp` (features
-//! `otlp-http` / `otlp-grpc`: one-call OTLP setup) and `mcp` (feature `mcp`: an MCP client
-//! behind the breaker). [`ToolHealthLayer`] and [`publish_metrics`], which every user needs,
-//! are also re-exported at the root. `ARCHITECTURE.md` draws the layers and follows one tool
-//! call through the files.
+//! What an application names is at the crate root: the registry and its builder, the gate's
+//! values ([`GateDecision`], [`Permit`]), outcomes and reports, the call helper
+//! ([`ToolHealthRegistry::call`] → [`ToolCall`]), policies and controls, the router, the clock,
+//! [`ToolHealthLayer`] and [`publish_metrics`]. Each other concept has a module of its own:
+//!
+//! | module | for |
+//! |---|---|
+//! | [`layer`] | span conventions, the outcome classifier, span attribute names and `error.type` values |
+//! | [`metrics`] | instrument names |
+//! | [`observe`] | observers of calls and transitions, the transition log's target |
+//! | [`coordination`] | what a coordinator of several replicas reads and moves (`registry.coordination()`) |
+//! | `otlp` | features `otlp-http` / `otlp-grpc`: one-call OTLP setup |
+//! | `mcp` | feature `mcp`: an MCP client behind the breaker |
+//! | `fleet` | feature `fleet`: decisions shared between replicas over Valkey or Redis |
+//!
+//! `ARCHITECTURE.md` draws the layers and follows one tool call through the files; `docs/` has
+//! the guides.
 //!
 //! # Interactions to know (properties, not bugs)
 //!
@@ -136,7 +145,31 @@ pub use registry::DEFAULT_MAX_TOOLS;
 #[doc(hidden)]
 pub use stats::{DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};
 
-/// The README's code blocks, compiled and run as doctests.
+/// The README's code blocks, compiled and run as doctests (so are the `docs/` pages').
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/spans.md")]
+struct SpansDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/call-helper.md")]
+struct CallHelperDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/controls.md")]
+struct ControlsDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/frameworks.md")]
+struct FrameworksDoctests;
+
+#[cfg(all(doctest, feature = "otlp-http"))]
+#[doc = include_str!("../docs/opentelemetry.md")]
+struct OpenTelemetryDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDoctests;

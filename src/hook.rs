@@ -112,7 +112,8 @@ fn warn_filtered() {
 /// A call's outcome, settled by the call helper on its tool span.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Verdict<'a> {
-    pub(crate) outcome: CallOutcome,
+    /// `None`: nothing is recorded (the call says nothing about the tool).
+    pub(crate) outcome: Option<CallOutcome>,
     pub(crate) error_type: Option<&'a str>,
 }
 

@@ -92,7 +92,7 @@ impl ToolHealthLayer {
         };
         let (outcome, facts) = match &settled {
             Some(s) => (
-                Some(s.outcome),
+                s.outcome,
                 SpanFacts {
                     error_type: s.error_type.as_deref().or(facts.error_type),
                     ..facts

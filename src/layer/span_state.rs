@@ -50,7 +50,8 @@ impl Binding {
 /// An outcome the call helper settled on the span: recorded as is at close.
 #[derive(Debug, Clone)]
 pub(crate) struct Settled {
-    pub(crate) outcome: CallOutcome,
+    /// `None`: nothing is recorded, a bound probe goes back.
+    pub(crate) outcome: Option<CallOutcome>,
     pub(crate) error_type: Option<Box<str>>,
 }
 

@@ -11,6 +11,11 @@
 //! | `tool_health.breaker.transitions` | observable counter (u64) | `{transition}` | `tool_health.breaker.from`, `tool_health.breaker.to` |
 //! | `gen_ai.execute_tool.duration` | histogram (f64) | `s` | `error.type` on failed calls only; [`DURATION_BOUNDARIES`] |
 //!
+//! With feature `mcp`, one more instrument reports the MCP servers' breakers (kept apart from
+//! the tools': a server is never a `gen_ai.tool.name` series): `tool_health.server.breaker.state`,
+//! an observable gauge (i64) with `mcp.server.name` and `tool_health.breaker.state` (1 for the
+//! current state, 0 for the others), one series per state per server once a client named it.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use opentelemetry::metrics::MeterProvider as _;
@@ -97,6 +102,9 @@ use crate::semconv::{
     SOURCE_FLEET, TOOL_NAME, TRANSITION_FROM as FROM, TRANSITION_TO as TO,
 };
 
+/// The MCP servers' breaker gauge (feature `mcp`; see the module docs).
+#[cfg(feature = "mcp")]
+pub use crate::semconv::METRIC_SERVER_BREAKER_STATE as SERVER_BREAKER_STATE;
 pub use crate::semconv::{
     METRIC_BREAKER_STATE as BREAKER_STATE, METRIC_CALLS as CALLS, METRIC_DURATION as DURATION,
     METRIC_SCORE as SCORE, METRIC_TRANSITIONS as TRANSITIONS, OTHER as OVERFLOW_TOOL_NAME,
@@ -155,6 +163,38 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
             });
         }))
         .build();
+
+    // The MCP servers' own breakers (feature `mcp`): a registry of their own, never among the
+    // tools' series. Nothing is reported until a client names a server.
+    #[cfg(feature = "mcp")]
+    {
+        let weak = Arc::downgrade(registry);
+        meter
+            .i64_observable_gauge(SERVER_BREAKER_STATE)
+            .with_unit("1")
+            .with_description(
+                "MCP server circuit breaker state: 1 for the current state, 0 for the others",
+            )
+            .with_callback(move |obs| {
+                let Some(reg) = weak.upgrade() else {
+                    return;
+                };
+                let Some(servers) = reg.servers_if_any() else {
+                    return;
+                };
+                servers.for_each_tool(|server, view| {
+                    let current = view.state();
+                    for state in BreakerState::ALL {
+                        let attrs = [
+                            KeyValue::new(crate::semconv::MCP_SERVER_NAME, server.to_owned()),
+                            KeyValue::new(BREAKER_STATE, state.as_str()),
+                        ];
+                        obs.observe(i64::from(state == current), &attrs);
+                    }
+                });
+            })
+            .build();
+    }
 
     meter
         .u64_observable_counter(CALLS)

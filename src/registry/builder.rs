@@ -43,6 +43,13 @@ impl RegistryBuilder {
         self
     }
 
+    /// The clock of another registry (the servers' registry shares its tools' time line).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// How many distinct tools to track (default [`DEFAULT_MAX_TOOLS`](Self::DEFAULT_MAX_TOOLS)).
     pub fn max_tools(mut self, max_tools: usize) -> Self {
         self.max_tools = max_tools;
@@ -104,6 +111,8 @@ impl RegistryBuilder {
             local_rate_trips: AtomicBool::new(true),
             coordinated: AtomicBool::new(false),
             log_transitions: AtomicBool::new(self.log_transitions),
+            #[cfg(feature = "mcp")]
+            servers: std::sync::OnceLock::new(),
         }
     }
 }

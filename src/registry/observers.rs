@@ -106,6 +106,20 @@ impl ToolHealthRegistry {
         });
     }
 
+    /// Unregisters an observer [`add_transition_observer`](Self::add_transition_observer)
+    /// registered (the same `Arc`); whether it was there.
+    pub fn remove_transition_observer(&self, observer: &Arc<dyn HealthObserver>) -> bool {
+        let mut found = false;
+        self.transition_observers.rcu(|list| {
+            let mut list = Vec::clone(list);
+            let before = list.len();
+            list.retain(|o| !Arc::ptr_eq(o, observer));
+            found = list.len() != before;
+            list
+        });
+        found
+    }
+
     /// Registers an observer, called on every later call and transition.
     pub fn add_observer(&self, observer: Arc<dyn HealthObserver>) {
         self.observers.rcu(|list| {

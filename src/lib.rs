@@ -173,3 +173,8 @@ struct OpenTelemetryDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/testing.md")]
 struct TestingDoctests;
+
+/// docs/mcp.md's code blocks, compiled and run as doctests (feature `mcp`).
+#[cfg(all(doctest, feature = "mcp"))]
+#[doc = include_str!("../docs/mcp.md")]
+struct McpDocDoctests;

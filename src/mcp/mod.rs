@@ -1,278 +1,191 @@
 //! MCP servers behind the breaker (feature `mcp`): [`ToolHealthClient`] wraps an
-//! [rmcp](https://docs.rs/rmcp/3.11) client peer so that every `call_tool` is gated, timed out,
-//! traced as an MCP client span, and recorded.
+//! [rmcp](https://docs.rs/rmcp/3.11) client peer so that every `call_tool` is checked against
+//! the tool's schema, gated by the server's breaker and the tool's, timed out, traced as an MCP
+//! client span and recorded, and `list_tools` leaves out the tools that refuse now.
+//! `docs/mcp.md` is the long guide (the classification table, what counts where, and why).
 //!
 //! MCP servers are exactly the tools that go down: a process that exits, a connection that
-//! closes, a server that hangs. rmcp 3.11 puts no span around a call and has no request timeout
-//! by default (a frozen server hangs the caller forever), and most MCP tool failures are
-//! *successful* JSON-RPC answers carrying `isError: true`. The client:
+//! closes, a server that hangs. Most of them are written with the official Python or
+//! TypeScript SDK, whose answers to a model's mistakes are *successful* results with
+//! `isError: true`, like a failing tool's. For each call the client:
 //!
-//! 1. **gates** each call through the registry, keyed by the tool name (or `{server}/{tool}`
-//!    with [`server`](ToolHealthClient::server), so two servers' `search` keep apart). A
-//!    refused call never reaches the server: the model reads a soft result, `isError: true`
-//!    with the single text [`REFUSAL_MESSAGE`] ([`is_refusal`] tells it apart);
-//! 2. opens the **client span of the OpenTelemetry MCP conventions**: name `tools/call`
-//!    (`otel.name` = `tools/call {tool}`, `otel.kind` = `client`), `mcp.method.name` =
-//!    `tools/call`, `gen_ai.operation.name` = `execute_tool`, `gen_ai.tool.name` = the registry
-//!    key, and on failure `error.type` — the JSON-RPC error code, `tool_error` when the result
-//!    has `isError: true`, `timeout`, `transport_closed`, `transport_send`,
-//!    `unexpected_response`, `cancelled` or `_OTHER` — and `rpc.response.status_code` (the
-//!    JSON-RPC code);
-//! 3. applies a **timeout** ([`DEFAULT_TIMEOUT`] unless set): a hung call ends as
-//!    `ServiceError::Timeout` and rmcp tells the server the request was abandoned;
-//! 4. **records** the outcome: a dead server (process exited, connection closed, timeout), a
-//!    JSON-RPC error and an `isError` result are failures of the tool; JSON-RPC `-32602`
-//!    (invalid params; rmcp also answers it for an unknown tool) and `-32601` are the caller's
-//!    (ignored, never trip); a call dropped before it settled, or `ServiceError::Cancelled`, is
-//!    a cancellation (`cancelled_count`, never fed to the breaker) and gives a probe back.
+//! 1. **checks the arguments** against the tool's `inputSchema` from `tools/list`
+//!    ([`SchemaCheck`]: lax by default, strict, or off). Arguments that fail never reach the
+//!    server: the model reads a soft result naming what is wrong
+//!    ([`is_invalid_arguments`]); nothing is recorded, no probe is spent;
+//! 2. **gates through the server's breaker** (entry [`server_name`](ToolHealthClient::server_name)
+//!    of [`server_registry`]): while the server does not answer, every tool of it is refused at
+//!    once with a soft result naming the server. After its cooldown the next call first sends
+//!    one `ping` (the server's probe): answered, the server closes and the call goes on;
+//! 3. **gates through the tool's breaker**, keyed `{server}/{tool}` ([`KEY_SEPARATOR`]). A
+//!    refused call never reaches the server; every refusal's text begins with
+//!    [`REFUSAL_MESSAGE`], then says what is refused and when to retry ([`is_refusal`] matches
+//!    the prefix);
+//! 4. opens the **client span of the OpenTelemetry MCP conventions**: name `tools/call`
+//!    (`otel.name` = `tools/call {tool}`, `otel.kind` = `client`), `mcp.method.name`,
+//!    `gen_ai.operation.name` = `execute_tool`, `gen_ai.tool.name` = the registry key,
+//!    `jsonrpc.request.id`, `mcp.protocol.version`, `mcp.session.id` (when the transport has
+//!    one, see [`Transport`]), `network.transport` (`pipe` / `tcp`), `server.address` and
+//!    `server.port` over HTTP, `mcp.server.name`; on failure `error.type` (`tool_error` for an
+//!    `isError` result, the JSON-RPC code, `timeout`, `transport_closed`, …) and
+//!    `rpc.response.status_code`;
+//! 5. applies a **timeout** ([`DEFAULT_TIMEOUT`] unless set); rmcp tells the server the request
+//!    was abandoned;
+//! 6. **records** the outcome where it belongs:
 //!
-//! Under the hood each call is one [`ToolHealthRegistry::call`] (the call helper) in that span:
-//! with a [`ToolHealthLayer`](crate::ToolHealthLayer) for the same registry in the current
-//! subscriber, the layer records the span (its MCP convention recognises it; the helper hands
-//! over the exact outcome) and the gate decision is bound to it; without one, or when a filter
-//! disabled the span, the helper records through the registry itself. Either way each call is
-//! recorded once.
+//! | answer | the tool | the server |
+//! |---|---|---|
+//! | a result, `isError` false | success | success |
+//! | `isError: true` from the tool | failure (`tool_error`) | success |
+//! | an SDK's "invalid arguments" (`isError` or JSON-RPC `-32602`), JSON-RPC `-32601` | caller error (ignored) | success |
+//! | an SDK's "unknown tool" | **nothing** (no entry is created) | success |
+//! | another JSON-RPC error | failure (its code) | success |
+//! | timeout, and the server answers the `ping` that follows | failure (`timeout`) | success |
+//! | timeout, and the `ping` fails too | nothing | failure |
+//! | transport closed or failed to send | nothing | failure |
+//! | the caller dropped the call, or rmcp's `Cancelled` | cancelled (no verdict) | nothing |
+//!
+//! A hanging tool is that tool's problem; a server that answers nothing at all, `ping`
+//! included, is the server's. One slow or failing tool never takes its siblings down, and a
+//! dead server is refused as a whole after `failure_threshold` transport failures instead of
+//! `failure_threshold` per tool. Servers with conventions of their own get a hook on the
+//! result ([`classify_results`](ToolHealthClient::classify_results)); [`classify_result`] is
+//! the built-in classification.
+//!
+//! Under the hood the tool's part of each call is one [`ToolHealthRegistry::call`](crate::ToolHealthRegistry::call) (the call
+//! helper) in that span: with a [`ToolHealthLayer`](crate::ToolHealthLayer) for the same
+//! registry in the current subscriber, the layer records the span (its MCP convention
+//! recognises it; the helper hands over the exact outcome) and the gate decision is bound to
+//! it; without one, or when a filter disabled the span, the helper records through the registry
+//! itself. Either way each call is recorded once.
 //!
 //! ```no_run
 //! # async fn run(running: rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Result<(), rmcp::ServiceError> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use rmcp::model::CallToolRequestParams;
-//! use tool_health::mcp::{is_refusal, ToolHealthClient};
+//! use tool_health::mcp::{is_refusal, ToolHealthClient, Transport};
 //! use tool_health::ToolHealthRegistry;
 //!
 //! let registry = Arc::new(ToolHealthRegistry::new());
 //! let github = ToolHealthClient::new(running.peer().clone(), registry.clone())
 //!     .server("github")
+//!     .transport(Transport::stdio())
 //!     .timeout(Duration::from_secs(20));
+//! // What to offer the model: the tools that would not be refused now.
+//! let listed = github.list_tools(None).await?;
+//! for hidden in &listed.hidden {
+//!     println!("{} left out for {:?}", hidden.name, hidden.retry_after);
+//! }
 //! let result = github.call_tool(CallToolRequestParams::new("search_issues")).await?;
 //! if is_refusal(&result) {
-//!     // the breaker of `github/search_issues` is open: the model reads the refusal
+//!     // `github/search_issues` (or the whole server) is refused: the model reads why and when
 //! }
 //! # Ok(()) }
 //! ```
 //!
 //! A restarted server is a new peer: [`with_peer`](ToolHealthClient::with_peer) keeps the
 //! registry and settings, so the breakers opened by the dead process stay open until their
-//! cooldown, then let exactly one probe through to the new one.
+//! cooldown; then one `ping` probes the server, and one call probes each open tool.
 //!
-//! Known blind spot: the MCP specification asks servers to answer invalid *arguments* as a tool
-//! error (`isError: true`) so that the model can correct itself, and rmcp 3.11 servers do. Such
-//! a call cannot be told apart from a failing tool and counts as a failure: a model that keeps
-//! sending bad arguments to one tool can trip it.
+//! [`on_tools_changed`](ToolHealthClient::on_tools_changed) tells a host when to list the tools
+//! again (MCP's `notifications/tools/list_changed`): when a breaker opens, and when its
+//! cooldown ends — a timer on the registry's clock, since a tool nobody is offered is never
+//! called, and without it a hidden tool would never get its probe.
 //!
 //! Needs Rust 1.88 (rmcp's minimum), above the crate's own `rust-version`.
 
-use std::borrow::Cow;
-use std::fmt;
-use std::sync::Arc;
+mod classify;
+mod client;
+mod schema;
+mod server;
+mod span;
+mod tools;
+
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
-use rmcp::service::{Peer, RoleClient, ServiceError};
-use tracing::field::Empty;
-use tracing::Span;
+use rmcp::model::{CallToolResult, ContentBlock};
 
 use crate::call::REFUSAL_MESSAGE;
-use crate::call_helper::{CallError, ErrorClass};
-use crate::layer::{DefaultClassifier, CANCELLED_ERROR_TYPE};
-use crate::registry::ToolHealthRegistry;
-use crate::semconv;
+
+pub use classify::{classify_error, classify_result, INVALID_ARGUMENTS, UNKNOWN_TOOL};
+pub use client::ToolHealthClient;
+pub use schema::{SchemaCheck, MAX_PROBLEMS, MAX_PROBLEM_LEN};
+pub use server::server_registry;
+pub use span::{SessionId, Transport};
+pub use tools::{HiddenBy, HiddenTool, ToolList, ToolsChanged, ToolsSubscription};
 
 /// How long a call may take unless [`ToolHealthClient::timeout`] says otherwise: 30 s, the
 /// breaker's default probe lease (a probe that has not answered by then has lost its lease
 /// anyway).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a `ping` may take unless [`ToolHealthClient::ping_timeout`] says otherwise: the
+/// server's probe, and the question asked after a call timed out ("is the server there at
+/// all?").
+pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The `error.type` of a call answered with `isError: true` (the MCP conventions' value).
 pub const TOOL_ERROR: &str = "tool_error";
 
-/// An rmcp client peer whose `call_tool` is gated, timed out, traced and recorded (see the
-/// [module docs](self)).
-#[derive(Clone)]
-pub struct ToolHealthClient {
-    peer: Peer<RoleClient>,
-    registry: Arc<ToolHealthRegistry>,
-    server: Option<Arc<str>>,
-    timeout: Duration,
-}
+/// Between the server's name and the tool's in a registry key: `{server}/{tool}`. A server's
+/// name never contains it (see [`ToolHealthClient::server`]), so a key splits at its first
+/// separator.
+pub const KEY_SEPARATOR: char = '/';
 
-impl fmt::Debug for ToolHealthClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToolHealthClient")
-            .field("server", &self.server)
-            .field("timeout", &self.timeout)
-            .field("registry", &self.registry)
-            .finish_non_exhaustive()
-    }
-}
+/// What the text of a result refused by the argument check begins with
+/// ([`is_invalid_arguments`]); the problems follow.
+pub const INVALID_ARGUMENTS_MESSAGE: &str = "invalid arguments";
 
-impl ToolHealthClient {
-    /// Calls through `peer` (from `RunningService::peer`), keyed in `registry` by tool name,
-    /// with [`DEFAULT_TIMEOUT`].
-    pub fn new(peer: Peer<RoleClient>, registry: Arc<ToolHealthRegistry>) -> Self {
-        Self {
-            peer,
-            registry,
-            server: None,
-            timeout: DEFAULT_TIMEOUT,
-        }
-    }
-
-    /// Qualifies the registry key (and the span's `gen_ai.tool.name`) with the server's name:
-    /// `{server}/{tool}`.
-    #[must_use]
-    pub fn server(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.server = Some(name.into());
-        self
-    }
-
-    /// How long a call may take before it fails as `ServiceError::Timeout` (a failure of the
-    /// tool). There is no "no timeout": a frozen server would hang the caller forever.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The same client over another peer: a restarted server keeps its breakers.
-    #[must_use]
-    pub fn with_peer(&self, peer: Peer<RoleClient>) -> Self {
-        Self {
-            peer,
-            ..self.clone()
-        }
-    }
-
-    /// The rmcp peer, for everything but `call_tool`.
-    pub fn peer(&self) -> &Peer<RoleClient> {
-        &self.peer
-    }
-
-    /// The registry calls are gated and recorded in.
-    pub fn registry(&self) -> &Arc<ToolHealthRegistry> {
-        &self.registry
-    }
-
-    /// The registry key of `tool`: the tool name, or `{server}/{tool}`.
-    pub fn key<'a>(&self, tool: &'a str) -> Cow<'a, str> {
-        match &self.server {
-            Some(server) => Cow::Owned(format!("{server}/{tool}")),
-            None => Cow::Borrowed(tool),
-        }
-    }
-
-    /// Calls the tool through the breaker (see the [module docs](self)).
-    ///
-    /// A refusal is `Ok` with [`refusal`]'s result. Errors are rmcp's, with
-    /// `ServiceError::Timeout` when the timeout ran out.
-    pub async fn call_tool(
-        &self,
-        params: CallToolRequestParams,
-    ) -> Result<CallToolResult, ServiceError> {
-        let tool: &str = &params.name;
-        let key = self.key(tool).into_owned();
-        let span = tracing::info_span!(
-            "tools/call",
-            otel.name = %format_args!("tools/call {tool}"),
-            otel.kind = "client",
-            mcp.method.name = "tools/call",
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %key,
-            error.type = Empty,
-            rpc.response.status_code = Empty,
-            otel.status_code = Empty,
-            otel.status_description = Empty,
-            tool_health.gate.decision = Empty,
-        );
-        // The call helper gates inside the span, applies the timeout, records exactly once
-        // (through a layer that reads this span with its MCP convention, or itself) and treats
-        // a dropped call as cancelled.
-        let peer = &self.peer;
-        let answer = async {
-            match peer.call_tool(params).await {
-                Ok(result) if result.is_error == Some(true) => Err(Answer::IsError(result)),
-                Ok(result) => Ok(result),
-                Err(error) => {
-                    if let ServiceError::McpError(e) = &error {
-                        Span::current().record(
-                            "rpc.response.status_code",
-                            tracing::field::display(e.code.0),
-                        );
-                    }
-                    Err(Answer::Service(error))
-                }
-            }
-        };
-        let caller_errors = DefaultClassifier::new();
-        let result = self
-            .registry
-            .call(&key)
-            .span(span)
-            .timeout(self.timeout)
-            .classify(move |answer: &Answer| classify(&caller_errors, answer))
-            .run(answer)
-            .await;
-        match result {
-            Ok(result) => Ok(result),
-            Err(CallError::Refused { .. }) => Ok(refusal()),
-            Err(CallError::TimedOut { after, .. }) => Err(ServiceError::Timeout { timeout: after }),
-            Err(CallError::Tool(Answer::IsError(result))) => Ok(result),
-            Err(CallError::Tool(Answer::Service(error))) => Err(error),
-        }
-    }
-}
-
-/// What came back, for the call helper: an error answer, or rmcp's error.
-enum Answer {
-    /// A result with `isError: true`.
-    IsError(CallToolResult),
-    Service(ServiceError),
-}
-
-/// How an answer counts: `tool_error` and every transport error are the tool's; the caller
-/// errors of the default classifier (`-32602`, `-32601`) are the model's; `cancelled` is no
-/// verdict.
-fn classify(caller_errors: &DefaultClassifier, answer: &Answer) -> ErrorClass {
-    match answer {
-        Answer::IsError(_) => ErrorClass::failure(TOOL_ERROR),
-        Answer::Service(e) => {
-            let error_type = error_type(e);
-            if error_type == CANCELLED_ERROR_TYPE {
-                ErrorClass::cancelled()
-            } else if caller_errors.is_caller_error(&error_type) {
-                ErrorClass::caller_error(error_type)
-            } else {
-                ErrorClass::failure(error_type)
-            }
-        }
-    }
-}
-
-/// The soft result a refused call answers with: `isError: true` and the single text
-/// [`REFUSAL_MESSAGE`], which the model reads and works around.
+/// The soft result a refused call answers with: `isError: true` and the text
+/// [`REFUSAL_MESSAGE`]. The client's own refusals add what is refused and when to retry after
+/// it; [`is_refusal`] matches them all.
 pub fn refusal() -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(REFUSAL_MESSAGE)])
 }
 
-/// Whether `result` is [`refusal`]'s: the breaker refused the call, the server never saw it.
-pub fn is_refusal(result: &CallToolResult) -> bool {
-    result.is_error == Some(true)
-        && result.content.len() == 1
-        && result.content[0]
-            .as_text()
-            .is_some_and(|t| t.text == REFUSAL_MESSAGE)
+/// A refusal whose text says what is refused and when to retry.
+pub(crate) fn refusal_of(what: &str, retry_after: Duration) -> CallToolResult {
+    let when = if retry_after == Duration::MAX {
+        "retry later".to_owned()
+    } else {
+        format!("retry in {:.1} s", retry_after.as_secs_f64())
+    };
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{REFUSAL_MESSAGE} ({what}; {when})"
+    ))])
 }
 
-/// The `error.type` of a failed call: the JSON-RPC code, or a low-cardinality name.
-fn error_type(error: &ServiceError) -> Cow<'static, str> {
-    match error {
-        ServiceError::McpError(e) => Cow::Owned(e.code.0.to_string()),
-        ServiceError::Timeout { .. } => Cow::Borrowed("timeout"),
-        ServiceError::TransportClosed => Cow::Borrowed("transport_closed"),
-        ServiceError::TransportSend(_) => Cow::Borrowed("transport_send"),
-        ServiceError::UnexpectedResponse => Cow::Borrowed("unexpected_response"),
-        ServiceError::Cancelled { .. } => Cow::Borrowed(CANCELLED_ERROR_TYPE),
-        _ => Cow::Borrowed(semconv::OTHER),
+/// Whether `result` is a refusal ([`refusal`], or one of the client's, whose text begins with
+/// [`REFUSAL_MESSAGE`]): a breaker refused the call, the server never saw it.
+pub fn is_refusal(result: &CallToolResult) -> bool {
+    first_text_starts_with(result, REFUSAL_MESSAGE)
+}
+
+/// Whether `result` is the argument check's: the arguments did not match the tool's
+/// `inputSchema`, the server never saw them, nothing was recorded.
+pub fn is_invalid_arguments(result: &CallToolResult) -> bool {
+    first_text_starts_with(result, INVALID_ARGUMENTS_MESSAGE)
+}
+
+fn first_text_starts_with(result: &CallToolResult, prefix: &str) -> bool {
+    result.is_error == Some(true)
+        && result
+            .content
+            .first()
+            .and_then(|c| c.as_text())
+            .is_some_and(|t| t.text.starts_with(prefix))
+}
+
+/// `name` as shown to the model: control characters replaced, at most 128 characters.
+pub(crate) fn shown(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .take(128)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if name.chars().nth(128).is_some() {
+        out.push('…');
     }
+    out
 }

@@ -1,20 +1,24 @@
 //! tool-health against the real agent frameworks, with no network: a scripted completion model
 //! for rig 0.44 ([`rig_script`]), a scripted LLM for langchain-rust 7.0 ([`langchain_script`]),
-//! and a small MCP server for rmcp 3.11 ([`mcp_demo`], also the `mcp-demo-server` binary, which
-//! serves it over stdio as a child process).
+//! a small MCP server for rmcp 3.11 ([`mcp_demo`], also the `mcp-demo-server` binary, which
+//! serves it over stdio as a child process), the official Python and TypeScript MCP SDK servers
+//! of `servers/` found and started ([`mcp_servers`]), and rmcp's HTTP client with the session id
+//! captured ([`mcp_http`]).
 //!
 //! The tests in `tests/` and the examples in `examples/` use them. This crate is a workspace
 //! member, not published: its heavy dependencies never reach `tool-health`'s own
 //! dev-dependencies, and nothing here is built by `cargo bench`.
 //!
 //! ```sh
-//! cargo test -p tool-health-integrations          # the framework tests (also run by `cargo test`)
+//! cargo test -p tool-health-integrations          # the framework and SDK tests
 //! cargo run -p tool-health-integrations --example rig_agent
 //! cargo run -p tool-health-integrations --example mcp_client
 //! ```
 
 pub mod langchain_script;
 pub mod mcp_demo;
+pub mod mcp_http;
+pub mod mcp_servers;
 pub mod rig_script;
 
 use std::sync::Arc;

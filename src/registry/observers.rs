@@ -106,9 +106,9 @@ impl ToolHealthRegistry {
         });
     }
 
-    /// Unregisters an observer [`add_transition_observer`](Self::add_transition_observer)
-    /// registered (the same `Arc`); whether it was there.
-    pub fn remove_transition_observer(&self, observer: &Arc<dyn HealthObserver>) -> bool {
+    /// Unregisters a transition-only observer (see
+    /// [`Coordination::remove_transition_observer`](crate::coordination::Coordination::remove_transition_observer)).
+    pub(crate) fn remove_transition_observer(&self, observer: &Arc<dyn HealthObserver>) -> bool {
         let mut found = false;
         self.transition_observers.rcu(|list| {
             let mut list = Vec::clone(list);

@@ -23,6 +23,7 @@ const SUITES: &[(&str, bool, &str)] = &[
     ),
     ("fleet_acl", cfg!(feature = "fleet"), "feature `fleet`"),
     ("fleet_alloc", cfg!(feature = "fleet"), "feature `fleet`"),
+    ("mcp_server_metrics", cfg!(feature = "mcp"), "feature `mcp`"),
 ];
 
 fn main() -> ExitCode {

@@ -31,7 +31,7 @@ LAYERS = [
     ["layer"],
     ["mcp", "fleet"],
     ["metrics"],
-    ["otlp"],
+    ["otlp", "status"],
 ]
 RANK = {m: i for i, ms in enumerate(LAYERS) for m in ms}
 

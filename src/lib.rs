@@ -45,6 +45,7 @@
 //! | `otlp` | features `otlp-http` / `otlp-grpc`: one-call OTLP setup |
 //! | `mcp` | feature `mcp`: an MCP client behind the breaker |
 //! | `fleet` | feature `fleet`: decisions shared between replicas over Valkey or Redis |
+//! | `status` | feature `status`: a live status page, the tools as JSON, an event stream (axum); `/metrics` with `prometheus` |
 //!
 //! `ARCHITECTURE.md` draws the layers and follows one tool call through the files; `docs/` has
 //! the guides.
@@ -100,6 +101,8 @@ mod registry;
 mod router;
 mod semconv;
 mod stats;
+#[cfg(feature = "status")]
+pub mod status;
 mod ticks;
 
 // The crate root: what an application names. Everything else lives in the module of its

@@ -116,6 +116,26 @@ pub const DURATION_BOUNDARIES: [f64; 14] = [
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 ];
 
+/// The instrumentation scope (meter name) the metrics are published under by this crate's own
+/// setups (`otlp`, the status router's Prometheus endpoint), which their cardinality views match.
+pub const METER_SCOPE: &str = "tool_health";
+
+/// Series per tracked tool the cardinality limit leaves room for, per instrument: the largest
+/// instrument reports five per tool (`tool_health.calls`: four outcomes and the shadow
+/// refusals), the duration histogram one plus one per `error.type`.
+pub const SERIES_PER_TOOL: usize = 8;
+
+/// The SDK cardinality limit this crate's setups give each of its instruments:
+/// [`SERIES_PER_TOOL`] series for each tool the registry can track, plus the overflow series.
+/// The SDK's default (2,000 per instrument) would fold the series of tools past about 500 into
+/// its own overflow series, silently.
+pub fn cardinality_limit(max_tools: usize) -> usize {
+    max_tools
+        .saturating_add(1)
+        .saturating_mul(SERIES_PER_TOOL)
+        .max(2_000)
+}
+
 /// The outcomes `tool_health.calls` reports, in order.
 const CALL_OUTCOMES: [CallOutcome; 4] = [
     CallOutcome::Success,

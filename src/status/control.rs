@@ -148,7 +148,9 @@ mod tests {
 
     #[test]
     fn token_form_is_checked() {
-        assert!(Token::new("short".into()).unwrap_err().contains("16 to 256"));
+        assert!(Token::new("short".into())
+            .unwrap_err()
+            .contains("16 to 256"));
         assert!(Token::new("x".repeat(257)).unwrap_err().contains("got 257"));
         assert!(Token::new("has a space in it!".into()).is_err());
         assert!(Token::new("0123456789abcdef".into()).is_ok());

@@ -138,7 +138,10 @@ impl Client {
 }
 
 /// The stream for one client.
-fn stream_for(shared: &Arc<Shared>, query: ToolsQuery) -> impl Stream<Item = Result<Event, Infallible>> {
+fn stream_for(
+    shared: &Arc<Shared>,
+    query: ToolsQuery,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let client = Client {
         shared: Arc::downgrade(shared),
         query,

@@ -251,7 +251,10 @@ mod tests {
         // The sparkline keeps `capacity` scores.
         clock.advance(Duration::from_secs(1));
         history.sample(&registry);
-        assert_eq!(history.lock().scores("a").collect::<Vec<_>>(), [74, 100, 100]);
+        assert_eq!(
+            history.lock().scores("a").collect::<Vec<_>>(),
+            [74, 100, 100]
+        );
     }
 
     #[test]

@@ -277,7 +277,11 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(receiver) = receiver {
-            handle.spawn(run_task(Arc::downgrade(self), receiver, self.sample_interval));
+            handle.spawn(run_task(
+                Arc::downgrade(self),
+                receiver,
+                self.sample_interval,
+            ));
         }
     }
 }
@@ -289,7 +293,8 @@ async fn run_task(
     mut receiver: broadcast::Receiver<Arc<TransitionRecord>>,
     interval: Duration,
 ) {
-    let mut tick = tokio::time::interval(interval);
+    // The first sample one interval from now (a sample at start would find nothing new).
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -320,10 +325,9 @@ pub struct Status {
 impl Status {
     fn new(b: StatusBuilder) -> Self {
         let (sender, task_receiver) = broadcast::channel(b.event_buffer);
-        b.registry
-            .add_transition_observer(Arc::new(Broadcaster {
-                sender: sender.clone(),
-            }));
+        b.registry.add_transition_observer(Arc::new(Broadcaster {
+            sender: sender.clone(),
+        }));
         let shared = Arc::new(Shared {
             history: History::new(b.history_len),
             sender,
@@ -384,7 +388,10 @@ fn json_response(status: StatusCode, body: String) -> Response {
     (
         status,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
         ],
         body,

@@ -26,9 +26,18 @@ pub(super) fn response() -> Response {
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("text/html; charset=utf-8"),
             ),
-            (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)),
-            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-            (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CSP),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         ],
         PAGE,
@@ -45,10 +54,22 @@ mod tests {
         // The SVG namespace is a name, not an address anything is loaded from.
         let page = PAGE.replace("'http://www.w3.org/2000/svg'", "");
         for external in ["http://", "https://", "//cdn", "<link", "src=\"", "import("] {
-            assert!(!page.contains(external), "the page loads nothing: found {external:?}");
+            assert!(
+                !page.contains(external),
+                "the page loads nothing: found {external:?}"
+            );
         }
-        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
-            assert!(!PAGE.contains(sink), "no markup sink in the page: found {sink:?}");
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
+            assert!(
+                !PAGE.contains(sink),
+                "no markup sink in the page: found {sink:?}"
+            );
         }
     }
 }

@@ -151,7 +151,9 @@ impl ToolsQuery {
                         .parse()
                         .ok()
                         .filter(|l| *l <= MAX_LIMIT)
-                        .ok_or_else(|| err("limit", format!("a whole number from 0 to {MAX_LIMIT}")))?;
+                        .ok_or_else(|| {
+                            err("limit", format!("a whole number from 0 to {MAX_LIMIT}"))
+                        })?;
                 }
                 _ => {}
             }
@@ -522,8 +524,8 @@ mod tests {
     #[test]
     fn queries_parse_and_errors_name_the_parameter() {
         assert_eq!(ToolsQuery::parse("").unwrap(), ToolsQuery::default());
-        let q = ToolsQuery::parse("filter=a%2Fb+c&state=open&sort=name&offset=5&limit=0&x=1")
-            .unwrap();
+        let q =
+            ToolsQuery::parse("filter=a%2Fb+c&state=open&sort=name&offset=5&limit=0&x=1").unwrap();
         assert_eq!(q.filter, "a/b c");
         assert_eq!(q.state, StateFilter::Open);
         assert_eq!(q.sort, Sort::Name);

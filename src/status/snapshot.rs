@@ -184,7 +184,7 @@ fn decode(value: &str) -> String {
 
 fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
     let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    n.len() <= h.len() && h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+    n.is_empty() || (n.len() <= h.len() && h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n)))
 }
 
 /// The rank of "closed, healthy, under no control": [`StateFilter::Sick`] keeps what ranks

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::InstrumentationScope;
 use opentelemetry_prometheus::PrometheusExporter;
 use opentelemetry_sdk::metrics::{Instrument, SdkMeterProvider, Stream};
@@ -99,6 +99,12 @@ impl PrometheusMetrics {
     /// [`exporter`](Self::exporter): the provider is yours).
     pub fn meter_provider(&self) -> Option<&SdkMeterProvider> {
         self.provider.as_ref()
+    }
+
+    /// A meter of [`publish`](Self::publish)'s provider, scope [`METER_SCOPE`], for more
+    /// instruments on the same endpoint (`fleet.publish_metrics(&metrics.meter()?)`).
+    pub fn meter(&self) -> Option<Meter> {
+        self.provider.as_ref().map(|p| p.meter(METER_SCOPE))
     }
 
     /// The Prometheus text exposition of everything collected now (what `GET /metrics`

@@ -181,3 +181,7 @@ struct TestingDoctests;
 #[cfg(all(doctest, feature = "mcp"))]
 #[doc = include_str!("../docs/mcp.md")]
 struct McpDocDoctests;
+
+#[cfg(all(doctest, feature = "prometheus"))]
+#[doc = include_str!("../docs/status.md")]
+struct StatusDoctests;

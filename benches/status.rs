@@ -55,26 +55,38 @@ fn bench_tools_json(c: &mut Criterion) {
     assert!(json.len() > 1_000_000, "{} bytes", json.len());
     println!("status_10k: the whole document is {} bytes", json.len());
     let mut g = c.benchmark_group("status_10k");
-    g.bench_function("health_summary", |b| b.iter(|| black_box(registry.health_summary())));
-    g.bench_function("tools_json_all", |b| b.iter(|| black_box(built.tools_json(&all))));
+    g.bench_function("health_summary", |b| {
+        b.iter(|| black_box(registry.health_summary()))
+    });
+    g.bench_function("tools_json_all", |b| {
+        b.iter(|| black_box(built.tools_json(&all)))
+    });
     g.bench_function("tools_json_first_page", |b| {
         b.iter(|| black_box(built.tools_json(&first_page)))
     });
     g.finish();
 }
 
-fn cycling_registry() -> Arc<ToolHealthRegistry> {
-    Arc::new(ToolHealthRegistry::with_config(CircuitBreakerConfig {
-        failure_threshold: 1,
-        recovery_duration: Duration::ZERO,
-        probe_timeout: Duration::from_secs(60),
-    }))
+/// A registry whose breaker trips on one failure and may probe a millisecond later, on a
+/// manual clock (each cycle advances it).
+fn cycling_registry() -> (Arc<ToolHealthRegistry>, ManualClock) {
+    let clock = ManualClock::new();
+    let registry = ToolHealthRegistry::builder()
+        .clock(clock.clone())
+        .config(CircuitBreakerConfig {
+            failure_threshold: 1,
+            recovery_duration: Duration::from_millis(1),
+            probe_timeout: Duration::from_secs(60),
+        })
+        .build();
+    (Arc::new(registry), clock)
 }
 
 /// Three transitions: closed → open (the failure), open → half-open (the probe), half-open →
 /// closed (its success).
-fn cycle(registry: &ToolHealthRegistry) {
+fn cycle(registry: &ToolHealthRegistry, clock: &ManualClock) {
     registry.record_failure("search", Duration::ZERO);
+    clock.advance(Duration::from_millis(1));
     assert!(registry.allow_request("search"));
     registry.record_success("search", Duration::ZERO);
 }
@@ -89,16 +101,16 @@ fn bench_events(c: &mut Criterion) {
     let mut g = c.benchmark_group("status_events");
 
     g.bench_function("record_plain", |b| {
-        let registry = cycling_registry();
+        let (registry, clock) = cycling_registry();
         b.iter(|| {
             for _ in 0..cycles {
-                cycle(&registry);
+                cycle(&registry, &clock);
             }
         })
     });
 
     g.bench_function("record_slow_client", |b| {
-        let registry = cycling_registry();
+        let (registry, clock) = cycling_registry();
         let app = {
             let _in = runtime.enter();
             status::router(Arc::clone(&registry))
@@ -112,7 +124,7 @@ fn bench_events(c: &mut Criterion) {
         });
         b.iter(|| {
             for _ in 0..cycles {
-                cycle(&registry);
+                cycle(&registry, &clock);
             }
         })
     });
@@ -121,13 +133,15 @@ fn bench_events(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let registry = cycling_registry();
+                let (registry, clock) = cycling_registry();
                 let app = {
                     let _in = runtime.enter();
                     status::router(Arc::clone(&registry))
                 };
                 total += runtime.block_on(async {
+                    // (`app` stays alive: the stream ends when the router is dropped.)
                     let res = app
+                        .clone()
                         .oneshot(Request::get("/events?limit=0").body(Body::empty()).unwrap())
                         .await
                         .unwrap();
@@ -142,7 +156,7 @@ fn bench_events(c: &mut Criterion) {
                     let registry = Arc::clone(&registry);
                     let recorder = std::thread::spawn(move || {
                         for _ in 0..cycles {
-                            cycle(&registry);
+                            cycle(&registry, &clock);
                         }
                     });
                     let mut transitions = 0;

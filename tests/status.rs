@@ -705,3 +705,20 @@ async fn a_client_that_does_not_read_is_lagged_and_never_blocks_the_recording_th
         "the newest transitions are the ones kept"
     );
 }
+
+#[tokio::test]
+async fn mounted_under_a_prefix_the_routes_answer_there() {
+    let registry = Arc::new(ToolHealthRegistry::new());
+    registry.record_success("search", Duration::ZERO);
+    let app = Router::new().nest("/health", status::router(Arc::clone(&registry)));
+    let (status, page) = send(&app, Method::GET, "/health", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<title>tool-health</title>"));
+    // The page finds its routes relative to its own address: /health → /health/tools.
+    assert!(page.contains("location.pathname + '/'"));
+    assert_eq!(names(&get_json(&app, "/health/tools").await), ["search"]);
+    assert_eq!(
+        get_json(&app, "/health/tools/search").await["tool"],
+        "search"
+    );
+}

@@ -156,19 +156,31 @@ impl History {
 }
 
 impl Inner {
-    /// The tool's scores in percent, oldest first (empty before its first sample).
-    pub(super) fn scores(&self, tool: &str) -> impl Iterator<Item = u8> + '_ {
-        self.tools
-            .get(tool)
-            .into_iter()
-            .flat_map(|h| h.scores.iter().copied())
+    /// One tool's history (`None` before its first sample or transition).
+    pub(super) fn tool(&self, tool: &str) -> Option<ToolView<'_>> {
+        self.tools.get(tool).map(ToolView)
+    }
+
+    /// The latest transitions across tools, oldest first.
+    pub(super) fn recent(&self) -> impl DoubleEndedIterator<Item = &TransitionRecord> {
+        self.recent.iter()
+    }
+}
+
+/// One tool's history, looked up once.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ToolView<'a>(&'a ToolHistory);
+
+impl<'a> ToolView<'a> {
+    /// The tool's scores in percent, oldest first.
+    pub(super) fn scores(self) -> impl Iterator<Item = u8> + 'a {
+        self.0.scores.iter().copied()
     }
 
     /// The tool's rates over the latest samples; `None` until two samples are apart in time.
-    pub(super) fn rates(&self, tool: &str) -> Option<Rates> {
-        let h = self.tools.get(tool)?;
-        let (t0, first) = h.counts.front()?;
-        let (t1, last) = h.counts.back()?;
+    pub(super) fn rates(self) -> Option<Rates> {
+        let (t0, first) = self.0.counts.front()?;
+        let (t1, last) = self.0.counts.back()?;
         let secs = t1.saturating_sub(*t0).as_secs_f64();
         if secs <= 0.0 {
             return None;
@@ -182,16 +194,8 @@ impl Inner {
     }
 
     /// The tool's latest transitions, oldest first.
-    pub(super) fn transitions(&self, tool: &str) -> impl Iterator<Item = &TransitionRecord> {
-        self.tools
-            .get(tool)
-            .into_iter()
-            .flat_map(|h| h.transitions.iter())
-    }
-
-    /// The latest transitions across tools, oldest first.
-    pub(super) fn recent(&self) -> impl DoubleEndedIterator<Item = &TransitionRecord> {
-        self.recent.iter()
+    pub(super) fn transitions(self) -> impl Iterator<Item = &'a TransitionRecord> {
+        self.0.transitions.iter()
     }
 }
 
@@ -227,14 +231,18 @@ mod tests {
         let history = History::new(3);
         registry.record_success("a", Duration::ZERO);
         history.sample(&registry);
-        assert_eq!(history.lock().rates("a"), None, "one sample: no rate yet");
+        assert_eq!(
+            history.lock().tool("a").and_then(|t| t.rates()),
+            None,
+            "one sample: no rate yet"
+        );
         for _ in 0..4 {
             registry.record_success("a", Duration::ZERO);
         }
         registry.record_failure("a", Duration::ZERO);
         clock.advance(Duration::from_secs(2));
         history.sample(&registry);
-        let rates = history.lock().rates("a").unwrap();
+        let rates = history.lock().tool("a").and_then(|t| t.rates()).unwrap();
         assert_eq!(
             rates,
             Rates {
@@ -247,12 +255,25 @@ mod tests {
         registry.reset("a");
         clock.advance(Duration::from_secs(1));
         history.sample(&registry);
-        assert_eq!(history.lock().rates("a").unwrap().calls, 5.0 / 3.0);
+        assert_eq!(
+            history
+                .lock()
+                .tool("a")
+                .and_then(|t| t.rates())
+                .unwrap()
+                .calls,
+            5.0 / 3.0
+        );
         // The sparkline keeps `capacity` scores.
         clock.advance(Duration::from_secs(1));
         history.sample(&registry);
         assert_eq!(
-            history.lock().scores("a").collect::<Vec<_>>(),
+            history
+                .lock()
+                .tool("a")
+                .unwrap()
+                .scores()
+                .collect::<Vec<_>>(),
             [74, 100, 100]
         );
     }
@@ -277,15 +298,27 @@ mod tests {
         let inner = history.lock();
         assert_eq!(inner.recent().count(), RECENT_TRANSITIONS);
         assert_eq!(inner.recent().last().unwrap().at, Duration::from_millis(52));
-        assert_eq!(inner.transitions("a").count(), TOOL_TRANSITIONS);
         assert_eq!(
-            inner.transitions("a").last().unwrap().at,
+            inner.tool("a").unwrap().transitions().count(),
+            TOOL_TRANSITIONS
+        );
+        assert_eq!(
+            inner.tool("a").unwrap().transitions().last().unwrap().at,
             Duration::from_millis(52)
         );
         drop(inner);
         // "b" is not tracked by the registry: the next sample drops it.
         history.sample(&registry);
-        assert_eq!(history.lock().transitions("b").count(), 0);
-        assert_eq!(history.lock().transitions("a").count(), TOOL_TRANSITIONS);
+        assert_eq!(
+            history
+                .lock()
+                .tool("b")
+                .map_or(0, |t| t.transitions().count()),
+            0
+        );
+        assert_eq!(
+            history.lock().tool("a").unwrap().transitions().count(),
+            TOOL_TRANSITIONS
+        );
     }
 }

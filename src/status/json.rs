@@ -50,57 +50,43 @@ pub(super) fn key(out: &mut String, key: &str) {
 
 /// Appends an unsigned integer.
 pub(super) fn uint(out: &mut String, n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// Appends a finite number (non-finite values, which JSON cannot carry, as `null`), rounded to
-/// `decimals` places (trailing zeros dropped).
+/// `decimals` places (at most 9; trailing zeros dropped).
 pub(super) fn number(out: &mut String, x: f64, decimals: u32) {
     if !x.is_finite() {
         out.push_str("null");
         return;
     }
-    let scale = 10u64.pow(decimals) as f64;
-    let scaled = (x.abs() * scale).round();
+    let unit = 10u64.pow(decimals.min(9));
+    let scaled = (x.abs() * unit as f64).round();
     if scaled >= 9.0e15 {
         // Beyond exact integers: the shortest representation is good enough.
         let _ = write!(out, "{x}");
         return;
     }
     let scaled = scaled as u64;
-    let unit = 10u64.pow(decimals);
     if x < 0.0 && scaled != 0 {
         out.push('-');
     }
     uint(out, scaled / unit);
     let mut frac = scaled % unit;
-    if frac != 0 && decimals > 0 {
+    if frac != 0 {
         out.push('.');
-        let mut digits = decimals;
+        // Leading zeros of the fraction, then its digits without the trailing ones.
+        let mut width = decimals.min(9);
         while frac % 10 == 0 {
             frac /= 10;
-            digits -= 1;
+            width -= 1;
         }
-        let mut buf = [b'0'; 20];
-        let mut i = digits as usize;
-        while i > 0 {
-            i -= 1;
-            buf[i] = b'0' + (frac % 10) as u8;
-            frac /= 10;
+        let mut buf = itoa::Buffer::new();
+        let digits = buf.format(frac);
+        for _ in digits.len()..width as usize {
+            out.push('0');
         }
-        out.push_str(std::str::from_utf8(&buf[..digits as usize]).unwrap_or("0"));
+        out.push_str(digits);
     }
 }
 

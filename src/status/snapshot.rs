@@ -3,7 +3,6 @@
 //! `GET /v1/tools` serves the same shape. Field names only ever get added (`version` says
 //! which shape a document has).
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::time::Duration;
 
@@ -207,13 +206,6 @@ fn rank(s: &ToolHealthSnapshot) -> u8 {
     }
 }
 
-fn sick_first(a: &ToolHealthSnapshot, b: &ToolHealthSnapshot) -> Ordering {
-    rank(a)
-        .cmp(&rank(b))
-        .then(a.score.total_cmp(&b.score))
-        .then_with(|| a.tool.cmp(&b.tool))
-}
-
 /// What the page shows as the state: an operator control first, else the breaker's.
 fn shown_state(s: &ToolHealthSnapshot) -> &'static str {
     match s.control {
@@ -281,14 +273,22 @@ pub(super) fn tools_json(
     let tracked = all.len();
     all.retain(|s| query.keeps(s));
     let matched = all.len();
+    // The order as indices into `all` (sorted by name already): sorting small keys, not the
+    // snapshots, and an equal rank and score falls back to the index, which is the name order.
+    let mut order: Vec<(u8, f64, u32)> = all
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (rank(s), s.score, i as u32))
+        .collect();
     if query.sort == Sort::Sick {
-        all.sort_unstable_by(sick_first);
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
     }
-    let page = all
+    let page = order
         .get(query.offset.min(matched)..)
         .unwrap_or_default()
         .iter()
-        .take(query.limit);
+        .take(query.limit)
+        .map(|&(_, _, i)| &all[i as usize]);
 
     let history = history.lock();
     let mut out = String::with_capacity(512 + query.limit.min(matched) * 640);
@@ -376,6 +376,7 @@ fn millis_floor(d: Duration) -> u64 {
 }
 
 fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: Duration) {
+    let h = h.tool(&s.tool);
     out.push('{');
     json::key(out, "tool");
     json::string(out, &s.tool);
@@ -456,7 +457,7 @@ fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: D
     json::number(out, s.max_duration.as_secs_f64() * 1e3, 3);
     out.push_str("},");
     json::key(out, "rates");
-    match h.rates(&s.tool) {
+    match h.and_then(|h| h.rates()) {
         Some(r) => {
             out.push('{');
             json::key(out, "calls");
@@ -474,7 +475,7 @@ fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: D
     out.push(',');
     json::key(out, "score_history");
     out.push('[');
-    for (i, p) in h.scores(&s.tool).enumerate() {
+    for (i, p) in h.into_iter().flat_map(|h| h.scores()).enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -483,7 +484,7 @@ fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: D
     out.push_str("],");
     json::key(out, "transitions");
     out.push('[');
-    for (i, t) in h.transitions(&s.tool).enumerate() {
+    for (i, t) in h.into_iter().flat_map(|h| h.transitions()).enumerate() {
         if i > 0 {
             out.push(',');
         }

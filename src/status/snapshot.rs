@@ -291,7 +291,7 @@ pub(super) fn tools_json(
         .map(|&(_, _, i)| &all[i as usize]);
 
     let history = history.lock();
-    let mut out = String::with_capacity(512 + query.limit.min(matched) * 640);
+    let mut out = String::with_capacity(512 + query.limit.min(matched) * 768);
     out.push('{');
     json::key(&mut out, "version");
     json::uint(&mut out, SHAPE_VERSION);

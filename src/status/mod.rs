@@ -406,19 +406,22 @@ fn error_response(status: StatusCode, message: &str) -> Response {
     json_response(status, body)
 }
 
-fn parse_query(uri: &Uri) -> Result<ToolsQuery, Response> {
+fn parse_query(uri: &Uri) -> Result<ToolsQuery, QueryError> {
     ToolsQuery::parse(uri.query().unwrap_or(""))
-        .map_err(|e| error_response(StatusCode::BAD_REQUEST, &e.to_string()))
 }
 
-fn check_tool_name(tool: &str) -> Result<(), Response> {
-    if tool.len() > MAX_TOOL_NAME_LEN {
-        return Err(error_response(
+fn query_error(e: &QueryError) -> Response {
+    error_response(StatusCode::BAD_REQUEST, &e.to_string())
+}
+
+/// The 400 for a tool name longer than [`MAX_TOOL_NAME_LEN`], if it is.
+fn tool_name_error(tool: &str) -> Option<Response> {
+    (tool.len() > MAX_TOOL_NAME_LEN).then(|| {
+        error_response(
             StatusCode::BAD_REQUEST,
             &format!("tool name: at most {MAX_TOOL_NAME_LEN} bytes"),
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 async fn page_route(State(shared): SharedState) -> Response {
@@ -433,13 +436,13 @@ async fn tools_route(State(shared): SharedState, uri: Uri) -> Response {
             StatusCode::OK,
             snapshot::tools_json(&shared.registry, &shared.history, &q, shared.meta()),
         ),
-        Err(r) => r,
+        Err(e) => query_error(&e),
     }
 }
 
 async fn tool_route(State(shared): SharedState, Path(tool): Path<String>) -> Response {
     shared.start_task();
-    if let Err(r) = check_tool_name(&tool) {
+    if let Some(r) = tool_name_error(&tool) {
         return r;
     }
     match snapshot::tool_json(&shared.registry, &shared.history, &tool) {
@@ -452,7 +455,7 @@ async fn events_route(State(shared): SharedState, uri: Uri) -> Response {
     shared.start_task();
     match parse_query(&uri) {
         Ok(q) => events::response(&shared, q).into_response(),
-        Err(r) => r,
+        Err(e) => query_error(&e),
     }
 }
 
@@ -474,7 +477,7 @@ async fn control_route(
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     }
-    if let Err(r) = check_tool_name(&tool) {
+    if let Some(r) = tool_name_error(&tool) {
         return r;
     }
     let action = match Action::parse(&action, uri.query()) {

@@ -41,6 +41,15 @@ pub(super) fn string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Appends one of the shape's own values (a state, a code: plain ASCII letters and `_`) as a
+/// string, without the escaping pass.
+pub(super) fn fixed(out: &mut String, s: &'static str) {
+    debug_assert!(s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+    out.push('"');
+    out.push_str(s);
+    out.push('"');
+}
+
 /// Appends `"key":` (keys are fixed ASCII identifiers of the shape).
 pub(super) fn key(out: &mut String, key: &str) {
     out.push('"');
@@ -90,6 +99,19 @@ pub(super) fn number(out: &mut String, x: f64, decimals: u32) {
     }
 }
 
+/// Appends a whole percentage (0 to 100) without a formatter: the sparkline has many.
+pub(super) fn percent(out: &mut String, p: u8) {
+    let p = p.min(100);
+    if p == 100 {
+        out.push_str("100");
+        return;
+    }
+    if p >= 10 {
+        out.push(char::from(b'0' + p / 10));
+    }
+    out.push(char::from(b'0' + p % 10));
+}
+
 /// Appends `true` or `false`.
 pub(super) fn boolean(out: &mut String, b: bool) {
     out.push_str(if b { "true" } else { "false" });
@@ -122,6 +144,15 @@ mod tests {
         assert_eq!(s("\n\r\t\u{1}\u{7f}"), "\"\\n\\r\\t\\u0001\\u007f\"");
         assert_eq!(s("\u{2028}x\u{2029}"), "\"\\u2028x\\u2029\"");
         assert_eq!(s("ünï ✓"), "\"ünï ✓\"");
+    }
+
+    #[test]
+    fn percentages() {
+        for p in 0..=100u8 {
+            let mut out = String::new();
+            percent(&mut out, p);
+            assert_eq!(out, p.to_string());
+        }
     }
 
     #[test]

@@ -380,55 +380,42 @@ fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: D
     out.push('{');
     json::key(out, "tool");
     json::string(out, &s.tool);
-    out.push(',');
-    json::key(out, "state");
-    json::string(out, shown_state(s));
-    out.push(',');
-    json::key(out, "breaker");
-    json::string(out, s.breaker.as_str());
-    out.push(',');
-    json::key(out, "status");
-    json::string(out, s.status.as_str());
-    out.push(',');
-    json::key(out, "available");
+    out.push_str(",\"state\":");
+    json::fixed(out, shown_state(s));
+    out.push_str(",\"breaker\":");
+    json::fixed(out, s.breaker.as_str());
+    out.push_str(",\"status\":");
+    json::fixed(out, s.status.as_str());
+    out.push_str(",\"available\":");
     json::boolean(out, s.retry_after.is_none());
-    out.push(',');
-    json::key(out, "retry_after_ms");
+    out.push_str(",\"retry_after_ms\":");
     match s.retry_after {
         Some(d) if d != Duration::MAX => json::uint(out, millis_ceil(d)),
         _ => out.push_str("null"),
     }
-    out.push(',');
-    json::key(out, "control");
+    out.push_str(",\"control\":");
     let (control, remaining) = match s.control {
         ToolControl::ForcedOpen { until } => ("forced_open", until.map(|u| u.saturating_sub(now))),
         ToolControl::ForcedClosed => ("forced_closed", None),
         _ => ("normal", None),
     };
-    json::string(out, control);
-    out.push(',');
-    json::key(out, "control_remaining_ms");
+    json::fixed(out, control);
+    out.push_str(",\"control_remaining_ms\":");
     match remaining {
         Some(d) => json::uint(out, millis_ceil(d)),
         None => out.push_str("null"),
     }
-    out.push(',');
-    json::key(out, "shadow");
+    out.push_str(",\"shadow\":");
     json::boolean(out, s.shadow);
-    out.push(',');
-    json::key(out, "score");
+    out.push_str(",\"score\":");
     json::number(out, s.score, 4);
-    out.push(',');
-    json::key(out, "success_rate");
+    out.push_str(",\"success_rate\":");
     json::number(out, s.success_rate, 4);
-    out.push(',');
-    json::key(out, "ewma_success");
+    out.push_str(",\"ewma_success\":");
     json::number(out, s.ewma_success, 4);
-    out.push(',');
-    json::key(out, "consecutive_failures");
+    out.push_str(",\"consecutive_failures\":");
     json::uint(out, s.consecutive_failures);
-    out.push(',');
-    json::key(out, "calls");
+    out.push_str(",\"calls\":");
     out.push('{');
     for (i, (name, n)) in [
         ("success", s.success_count),
@@ -447,42 +434,35 @@ fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: D
         json::key(out, name);
         json::uint(out, n);
     }
-    out.push_str("},");
-    json::key(out, "duration_ms");
+    out.push_str("},\"duration_ms\":");
     out.push('{');
     json::key(out, "avg");
     json::number(out, s.avg_duration.as_secs_f64() * 1e3, 3);
-    out.push(',');
-    json::key(out, "max");
+    out.push_str(",\"max\":");
     json::number(out, s.max_duration.as_secs_f64() * 1e3, 3);
-    out.push_str("},");
-    json::key(out, "rates");
+    out.push_str("},\"rates\":");
     match h.and_then(|h| h.rates()) {
         Some(r) => {
             out.push('{');
             json::key(out, "calls");
             json::number(out, r.calls, 3);
-            out.push(',');
-            json::key(out, "failures");
+            out.push_str(",\"failures\":");
             json::number(out, r.failures, 3);
-            out.push(',');
-            json::key(out, "refusals");
+            out.push_str(",\"refusals\":");
             json::number(out, r.refusals, 3);
             out.push('}');
         }
         None => out.push_str("null"),
     }
-    out.push(',');
-    json::key(out, "score_history");
+    out.push_str(",\"score_history\":");
     out.push('[');
     for (i, p) in h.into_iter().flat_map(|h| h.scores()).enumerate() {
         if i > 0 {
             out.push(',');
         }
-        json::uint(out, u64::from(p));
+        json::percent(out, p);
     }
-    out.push_str("],");
-    json::key(out, "transitions");
+    out.push_str("],\"transitions\":");
     out.push('[');
     for (i, t) in h.into_iter().flat_map(|h| h.transitions()).enumerate() {
         if i > 0 {
@@ -502,13 +482,13 @@ pub(super) fn write_transition(out: &mut String, t: &TransitionRecord, with_tool
         out.push(',');
     }
     json::key(out, "from");
-    json::string(out, t.transition.from.as_str());
+    json::fixed(out, t.transition.from.as_str());
     out.push(',');
     json::key(out, "to");
-    json::string(out, t.transition.to.as_str());
+    json::fixed(out, t.transition.to.as_str());
     out.push(',');
     json::key(out, "reason");
-    json::string(out, history::reason_code(t.transition.reason));
+    json::fixed(out, history::reason_code(t.transition.reason));
     out.push(',');
     json::key(out, "reason_text");
     json::string(out, t.transition.reason.as_str());

@@ -136,9 +136,14 @@ try {
   check('the sick tool shows open after its trip', delay !== null && delay <= TRIP_BOUND,
         delay === null ? 'never' : `${delay} ms after the server's transition event (goal 1000 ms)`);
   await page.screenshot({ path: join(shots, 'open.png'), fullPage: true });
+  // The countdown comes with the snapshot that follows the transition (within 100 ms).
   const openRow = page.locator('#rows tr[data-tool="sql_query"]');
-  const retryText = await openRow.locator('td').nth(7).textContent();
-  check('an open breaker shows its retry-after countdown', /\d+\.\d s|not foreseeable/.test(retryText) || (await openRow.getAttribute('data-state')) !== 'open', JSON.stringify(retryText));
+  // (The tool stays open for most of its outage: probes fail within milliseconds.)
+  const retryText = await waitFor('the countdown', async () => {
+    const text = await openRow.locator('td').nth(7).textContent();
+    return /\d+\.\d s|not foreseeable/.test(text) ? text : null;
+  }, 5_000).catch(() => '');
+  check('an open breaker shows its retry-after countdown', retryText !== '', JSON.stringify(retryText));
 
   // 2. Markup in a name is text.
   await waitFor('the markup tool to be listed', () => page.evaluate((name) =>

@@ -81,6 +81,10 @@ use snapshot::Meta;
 pub const MAX_TOOL_NAME_LEN: usize = 1024;
 
 /// A read-only status router for `registry` (the defaults of [`builder`]).
+///
+/// Each router (each [`StatusBuilder::build`]) registers one transition observer on the
+/// registry, and observers cannot be removed: build it once and clone it (clones share
+/// everything); an observer whose router is gone costs a transition one load.
 pub fn router(registry: Arc<ToolHealthRegistry>) -> Router {
     Status::new(StatusBuilder::new(registry)).router()
 }

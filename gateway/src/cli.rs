@@ -1,0 +1,136 @@
+//! The command line.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+/// What `--help` prints.
+pub(crate) const USAGE: &str = "\
+tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
+
+usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
+                           [--control-token-file FILE] [--allow-host HOST]... [--check]
+
+  --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
+                             section (docs/gateway.md)
+  --listen ADDR              also serve HTTP on ADDR (127.0.0.1 unless it says otherwise;
+                             `8080` means 127.0.0.1:8080): MCP at /mcp, the API at /v1/tools,
+                             the status page at /
+  --no-stdio                 no MCP over stdin/stdout (with --listen: an HTTP-only gateway)
+  --control-token-file FILE  turn the operator controls on, behind the token in FILE (or set
+                             TOOL_HEALTH_GATEWAY_TOKEN); 16 to 256 visible ASCII characters
+  --allow-host HOST          a Host header /mcp accepts besides localhost (repeatable; needed
+                             when clients reach a non-loopback --listen by name)
+  --check                    check the config and exit (0: valid)
+  --version, --help
+
+The log goes to stderr (TOOL_HEALTH_GATEWAY_LOG or RUST_LOG filter it); OTLP export is on when
+OTEL_EXPORTER_OTLP_ENDPOINT is set.";
+
+/// The parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Args {
+    pub(crate) config: PathBuf,
+    pub(crate) listen: Option<SocketAddr>,
+    pub(crate) stdio: bool,
+    pub(crate) token_file: Option<PathBuf>,
+    pub(crate) allow_hosts: Vec<String>,
+    pub(crate) check: bool,
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Command {
+    Run(Args),
+    Help,
+    Version,
+}
+
+/// `8080`, `:8080`, `localhost:8080`, `127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`.
+pub(crate) fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    if let Ok(port) = s.trim_start_matches(':').parse::<u16>() {
+        return Ok(SocketAddr::new(loopback, port));
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        if let Ok(port) = port.parse::<u16>() {
+            return Ok(SocketAddr::new(loopback, port));
+        }
+    }
+    s.parse::<SocketAddr>().map_err(|_| {
+        format!("--listen {s:?}: give an address and port, e.g. `127.0.0.1:8080` or `8080`")
+    })
+}
+
+/// Parses the arguments after the program's name.
+pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
+    let mut config = None;
+    let mut listen = None;
+    let mut stdio = true;
+    let mut token_file = None;
+    let mut allow_hosts = Vec::new();
+    let mut check = false;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{name} needs a value (see --help)"))
+        };
+        match flag.as_str() {
+            "--config" | "-c" => config = Some(PathBuf::from(value("--config")?)),
+            "--listen" => listen = Some(listen_addr(&value("--listen")?)?),
+            "--no-stdio" => stdio = false,
+            "--control-token-file" => token_file = Some(PathBuf::from(value("--control-token-file")?)),
+            "--allow-host" => allow_hosts.push(value("--allow-host")?),
+            "--check" => check = true,
+            "--help" | "-h" => return Ok(Command::Help),
+            "--version" | "-V" => return Ok(Command::Version),
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    let Some(config) = config else {
+        return Err("--config FILE is required (see --help)".to_owned());
+    };
+    if !stdio && listen.is_none() && !check {
+        return Err("--no-stdio without --listen serves nothing: add --listen ADDR".to_owned());
+    }
+    Ok(Command::Run(Args {
+        config,
+        listen,
+        stdio,
+        token_file,
+        allow_hosts,
+        check,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Result<Command, String> {
+        parse(s.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn the_command_line_is_read() {
+        let Command::Run(a) = args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local").unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.listen, Some("127.0.0.1:8080".parse().unwrap()));
+        assert!(!a.stdio);
+        assert_eq!(a.allow_hosts, ["gw.local"]);
+        assert_eq!(listen_addr("localhost:9").unwrap(), "127.0.0.1:9".parse().unwrap());
+        assert_eq!(listen_addr("0.0.0.0:9").unwrap(), "0.0.0.0:9".parse().unwrap());
+        assert!(listen_addr("nowhere").is_err());
+        assert!(args("--listen 8080").unwrap_err().contains("--config"));
+        assert!(args("--config x --no-stdio").unwrap_err().contains("--listen"));
+        assert!(args("--config x --bogus").unwrap_err().contains("--bogus"));
+        assert_eq!(args("--help").unwrap(), Command::Help);
+    }
+}

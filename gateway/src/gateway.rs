@@ -1,0 +1,132 @@
+//! The assembled gateway: the library's registry (with fleet mode when configured), the status
+//! service, the upstreams and their supervisors, the hosts to notify. Built once by
+//! [`Gateway::start`]; the transports (`server/`, `http/`) hold it in an `Arc`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tool_health::fleet::{Fleet, FleetBuilder};
+use tool_health::status::{PrometheusMetrics, Status};
+use tool_health::{ToolHealthRegistry, ToolPolicy};
+
+use crate::config::Config;
+use crate::http::api::Probes;
+use crate::http::controls::Token;
+use crate::server::notify::Hosts;
+use crate::upstream::{supervise, Upstream, Upstreams};
+
+/// The gateway's state.
+pub(crate) struct Gateway {
+    pub(crate) registry: Arc<ToolHealthRegistry>,
+    pub(crate) upstreams: Upstreams,
+    pub(crate) hosts: Arc<Hosts>,
+    pub(crate) status: Status,
+    pub(crate) fleet: Option<Fleet>,
+    pub(crate) probes: Probes,
+    pub(crate) token: Option<Token>,
+    pub(crate) max_message_bytes: usize,
+    /// Cancelled when the gateway stops: supervisors, the HTTP server and sessions end.
+    pub(crate) shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("upstreams", &self.upstreams)
+            .field("hosts", &self.hosts)
+            .field("fleet", &self.fleet.as_ref().map(|fl| fl.status()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The registry every breaker lives in, with the config's defaults.
+pub(crate) fn registry(config: &Config) -> Arc<ToolHealthRegistry> {
+    let registry = ToolHealthRegistry::builder()
+        .config(config.health.defaults.breaker.clone())
+        .build();
+    registry.set_default_policy(ToolPolicy::from(config.health.defaults.breaker.clone()));
+    Arc::new(registry)
+}
+
+impl Gateway {
+    /// Starts everything but the transports: fleet mode, the status service (with Prometheus
+    /// and the control token), the notifier, one supervisor per upstream. Inside a tokio
+    /// runtime.
+    pub(crate) fn start(
+        config: &Config,
+        registry: Arc<ToolHealthRegistry>,
+        token: Option<Token>,
+        meter: Option<&opentelemetry::metrics::Meter>,
+    ) -> Result<Arc<Self>, String> {
+        // Created now, with the tools' defaults (a server's own policy is set per server).
+        let _ = tool_health::mcp::server_registry(&registry);
+        let fleet = match &config.health.fleet {
+            Some(f) => {
+                let mut b = FleetBuilder::new(f.url.clone());
+                if let Some(p) = &f.prefix {
+                    b = b.prefix(p.clone());
+                }
+                Some(b)
+            }
+            None => FleetBuilder::from_env().map_err(|e| format!("fleet mode: {e}"))?,
+        };
+        let fleet = fleet
+            .map(|b| b.start(&registry))
+            .transpose()
+            .map_err(|e| format!("fleet mode (`health.fleet`): {e}"))?;
+        let prometheus = PrometheusMetrics::publish(&registry)
+            .map_err(|e| format!("the Prometheus exporter: {e}"))?;
+        if let Some(fleet) = &fleet {
+            if let Some(m) = prometheus.meter() {
+                fleet.publish_metrics(&m);
+            }
+            if let Some(meter) = meter {
+                fleet.publish_metrics(meter);
+            }
+            tracing::info!(replica = %fleet.replica_id(), "fleet mode on: breaker decisions are shared with the other replicas");
+        }
+        let mut status = tool_health::status::builder(Arc::clone(&registry)).prometheus(prometheus);
+        if let Some(t) = &token {
+            status = status.control_token(t.expose());
+        }
+        let status = status.build().map_err(|e| e.to_string())?;
+        let hosts = Hosts::new();
+        let upstreams = Upstreams::new(
+            config
+                .servers
+                .iter()
+                .map(|s| Upstream::new(s.clone(), &registry, &hosts)),
+        );
+        let shutdown = CancellationToken::new();
+        let mut tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
+        for u in upstreams.iter() {
+            tasks.push(tokio::spawn(supervise(Arc::clone(u), shutdown.child_token())));
+        }
+        Ok(Arc::new(Self {
+            registry,
+            upstreams,
+            hosts,
+            status,
+            fleet,
+            probes: Probes::default(),
+            token,
+            max_message_bytes: config.health.max_message_bytes,
+            shutdown,
+            tasks: Mutex::new(tasks),
+        }))
+    }
+
+    /// Stops the supervisors (their servers are killed) and waits for them, at most `timeout`.
+    pub(crate) async fn stop(&self, timeout: Duration) {
+        self.shutdown.cancel();
+        let mut tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        if !tasks.is_empty() {
+            tasks.remove(0).abort(); // the notifier
+        }
+        let _ = tokio::time::timeout(timeout, futures_util::future::join_all(tasks)).await;
+    }
+}

@@ -1,0 +1,74 @@
+//! `/mcp`: rmcp's streamable HTTP server with the gateway's handler (a session per host under
+//! the `initialize` handshake; per-request envelopes for MCP 2026-07-28 hosts).
+//!
+//! rmcp answers a body that is not JSON-RPC with `415` and a line of text, and one over the
+//! limit with `413` and text. Hosts read JSON-RPC: those two answers are rewritten as a
+//! JSON-RPC error (`-32700` parse error with HTTP 400, `-32600` "message too large" with HTTP
+//! 413) carrying rmcp's explanation. Everything else is rmcp's as it is.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+
+use crate::gateway::Gateway;
+use crate::server::GatewayServer;
+
+/// The `/mcp` route.
+pub(super) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    hosts.extend(allowed_hosts.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_max_request_body_bytes(gw.max_message_bytes)
+        .with_cancellation_token(gw.shutdown.child_token());
+    let server = GatewayServer::new(Arc::clone(gw));
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::map_response(as_json_rpc))
+}
+
+/// Rewrites rmcp's plain-text 415 and 413 as JSON-RPC errors (see the module docs).
+async fn as_json_rpc(response: Response) -> Response {
+    let status = response.status();
+    let (code, new_status) = match status {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (-32700, StatusCode::BAD_REQUEST),
+        StatusCode::PAYLOAD_TOO_LARGE => (-32600, StatusCode::PAYLOAD_TOO_LARGE),
+        _ => return response,
+    };
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    // A 415 for a wrong Content-Type stays what it is.
+    if status == StatusCode::UNSUPPORTED_MEDIA_TYPE && !text.starts_with("fail to deserialize") {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    let message = if code == -32700 {
+        format!(
+            "parse error: the body is not one JSON-RPC message ({})",
+            text.trim_start_matches("fail to deserialize request body").trim()
+        )
+    } else {
+        format!("message too large: {}", text.trim())
+    };
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = new_status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}

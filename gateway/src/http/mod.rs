@@ -1,0 +1,48 @@
+//! Everything served with `--listen ADDR` (127.0.0.1 unless the address says otherwise):
+//!
+//! | route | serves |
+//! |---|---|
+//! | `/mcp` | the gateway as a streamable HTTP MCP server (rmcp's, `mcp.rs`) |
+//! | `GET /v1/tools`, `GET /v1/tools/{tool}` | the tools as JSON; one tool, the pure oracle (`api.rs`) |
+//! | `POST /v1/tools/{tool}/claim`, `…/report` | the mutating gate and how the call ended |
+//! | `POST /v1/tools/{tool}/{force-open,force-closed,release,reset}` | operator controls, with a token (`controls.rs`) |
+//! | `GET /v1/servers`, `POST /v1/servers/{server}/{action}` | the upstreams; their breakers' controls |
+//! | `GET /healthz` | 200 while the gateway serves |
+//! | `GET /` (the page), `/tools`, `/events`, `/metrics` | the library's status router (`tool_health::status`) |
+//!
+//! Issue 23's OTLP receiver mounts at `/v1/traces` here.
+
+pub(crate) mod api;
+pub(crate) mod controls;
+mod mcp;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::gateway::Gateway;
+
+/// The largest body the JSON API reads (a report is a few dozen bytes).
+const API_BODY_LIMIT: usize = 64 * 1024;
+
+/// The whole HTTP surface. `allowed_hosts`: the `Host` values `/mcp` accepts besides the
+/// loopback names (rmcp's guard against DNS rebinding).
+pub(crate) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
+    let api = Router::new()
+        .route("/healthz", get(api::healthz))
+        .route("/v1/tools", get(api::tools))
+        .route("/v1/tools/{tool}", get(api::tool))
+        .route("/v1/tools/{tool}/claim", post(api::claim))
+        .route("/v1/tools/{tool}/report", post(api::report))
+        .route("/v1/tools/{tool}/{action}", post(controls::tool_control))
+        // The status page's buttons.
+        .route("/tools/{tool}/{action}", post(controls::tool_control))
+        .route("/v1/servers", get(api::servers))
+        .route("/v1/servers/{server}/{action}", post(controls::server_control))
+        .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
+        .with_state(Arc::clone(gw));
+    api.merge(mcp::router(gw, allowed_hosts))
+        .fallback_service(gw.status.router())
+}

@@ -1,0 +1,240 @@
+//! `tool-health-gateway`: the MCP servers of a host's config behind tool-health's circuit
+//! breakers, served as one MCP server — over stdio (a host launches the gateway as its only
+//! server) and, with `--listen`, over streamable HTTP with a JSON API and the status page.
+//!
+//! The gateway holds no breaking logic of its own: every `tools/call` goes through the
+//! library's [`ToolHealthClient`](tool_health::mcp::ToolHealthClient) (schema check, server and
+//! tool breakers, timeout, span, soft refusals), `tools/list` is its `list_tools` (without what
+//! refuses now), and the hosts' `notifications/tools/list_changed` are its change subscription.
+//! What the gateway adds is wiring: the config, the supervisors that keep upstreams running,
+//! the names hosts see, and the transports. `docs/gateway.md` is the guide.
+//!
+//! | module | concern |
+//! |---|---|
+//! | `cli` | the command line |
+//! | `config` | the config file: `mcpServers` + `health`, checked with lines and fixes |
+//! | `names` | the rule for the names hosts see: `{server}__{tool}` |
+//! | `upstream` | one client per upstream server, and its supervisor (restarts with backoff) |
+//! | `server` | the MCP server side: the handler, the stdio transport, the notifier |
+//! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
+//! | `telemetry` | the log (stderr) and OTLP export |
+//! | `gateway` | the assembled state |
+//!
+//! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
+//! `/v1/traces`.)
+
+mod cli;
+mod config;
+mod gateway;
+mod http;
+mod names;
+mod server;
+mod telemetry;
+mod upstream;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+
+use crate::gateway::Gateway;
+use crate::http::controls::Token;
+use crate::server::stdio::StdioTransport;
+use crate::server::GatewayServer;
+
+/// How long stopping may take (servers killed, the last metrics flushed).
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs the gateway with the command line `args` (the program's name first, as
+/// `std::env::args` gives it). Exit status: 0 when it stopped normally (its stdin closed, or a
+/// signal with `--no-stdio`), 2 for a usage or config error, 1 when it could not serve.
+pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let args = match cli::parse(args.into_iter().skip(1)) {
+        Ok(cli::Command::Run(a)) => a,
+        Ok(cli::Command::Help) => {
+            println!("{}", cli::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(cli::Command::Version) => {
+            println!("tool-health-gateway {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tool-health-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = match config::load(&args.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint!("tool-health-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for w in &config.warnings {
+        eprintln!("tool-health-gateway: warning: {w}");
+    }
+    let token = match read_token(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tool-health-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.check {
+        eprintln!(
+            "tool-health-gateway: {} is valid ({} server{})",
+            args.config.display(),
+            config.servers.len(),
+            if config.servers.len() == 1 { "" } else { "s" }
+        );
+        return ExitCode::SUCCESS;
+    }
+    // rmcp's HTTP client and the OTLP exporter speak TLS through rustls: the pure-Rust provider
+    // unless the process has one (no C toolchain, no cmake).
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls_graviola::default_provider().install_default();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tool-health-gateway: no tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(serve(args, config, token));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+/// The control token from `--control-token-file` or `TOOL_HEALTH_GATEWAY_TOKEN`.
+fn read_token(args: &cli::Args) -> Result<Option<Token>, String> {
+    let text = match &args.token_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            format!("--control-token-file {}: cannot be read: {e}", path.display())
+        })?),
+        None => std::env::var("TOOL_HEALTH_GATEWAY_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    };
+    text.map(|t| {
+        let first = t.lines().next().unwrap_or("").trim_end().to_owned();
+        Token::new(&first).map_err(|e| format!("{e} (--control-token-file / TOOL_HEALTH_GATEWAY_TOKEN)"))
+    })
+    .transpose()
+}
+
+async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) -> ExitCode {
+    let registry = gateway::registry(&config);
+    let otlp = match telemetry::init(&registry) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("tool-health-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let meter = otlp.as_ref().map(|g| {
+        use opentelemetry::metrics::MeterProvider as _;
+        g.meter_provider().meter(tool_health::otlp::METER_SCOPE)
+    });
+    let gw = match Gateway::start(&config, registry, token, meter.as_ref()) {
+        Ok(gw) => gw,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("tool-health-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(
+        servers = config.servers.len(),
+        "tool-health-gateway {} with {} MCP server{}: {}",
+        env!("CARGO_PKG_VERSION"),
+        config.servers.len(),
+        if config.servers.len() == 1 { "" } else { "s" },
+        config.servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    let mut code = ExitCode::SUCCESS;
+    let mut http_task = None;
+    if let Some(addr) = args.listen {
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("--listen {addr}: {e}");
+                eprintln!("tool-health-gateway: --listen {addr}: {e}");
+                gw.stop(STOP_TIMEOUT).await;
+                return ExitCode::FAILURE;
+            }
+        };
+        let bound = listener.local_addr().unwrap_or(addr);
+        if !bound.ip().is_loopback() {
+            tracing::warn!(
+                "listening beyond loopback on {bound}: the API and /mcp have no authentication \
+                 (only the controls need the token); put the gateway behind your own auth"
+            );
+        }
+        tracing::info!("listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /");
+        let router = http::router(&gw, &args.allow_hosts);
+        let stop = gw.shutdown.clone();
+        http_task = Some(tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }));
+    }
+    if args.stdio {
+        let transport = StdioTransport::new(tokio::io::stdin(), tokio::io::stdout(), gw.max_message_bytes);
+        match GatewayServer::new(Arc::clone(&gw)).serve(transport).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+                tracing::info!("the host closed stdin: stopping");
+            }
+            Err(e) => tracing::info!("no MCP session on stdio ({e}): stopping"),
+        }
+    } else {
+        wait_for_signal().await;
+        tracing::info!("signal received: stopping");
+    }
+    gw.stop(STOP_TIMEOUT).await;
+    if let Some(task) = http_task {
+        match tokio::time::timeout(STOP_TIMEOUT, task).await {
+            Ok(Ok(Err(e))) => {
+                tracing::error!("the HTTP server failed: {e}");
+                code = ExitCode::FAILURE;
+            }
+            _ => {}
+        }
+    }
+    if let Some(fleet) = &gw.fleet {
+        let _ = tokio::time::timeout(STOP_TIMEOUT, async {
+            fleet.sync_now().await.ok();
+        })
+        .await;
+    }
+    if let Some(guard) = otlp {
+        let _ = tokio::task::spawn_blocking(move || guard.shutdown()).await;
+    }
+    code
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

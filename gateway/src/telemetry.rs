@@ -1,0 +1,66 @@
+//! The gateway's own log and metrics.
+//!
+//! * **The log goes to stderr** — stdout is the MCP stdio channel. Events only (no span
+//!   lines), filtered by `TOOL_HEALTH_GATEWAY_LOG`, else `RUST_LOG`, else `info` with rmcp's
+//!   own chatter at `warn`. Breaker transitions are logged by the library (target
+//!   `tool_health`, WARN when a breaker opens), servers' connections by the gateway, and each
+//!   upstream's stderr line by line (target `tool_health_gateway::upstream`).
+//! * **OTLP** when an endpoint is configured the standard way (`OTEL_EXPORTER_OTLP_ENDPOINT`,
+//!   or its `…_METRICS_…` / `…_TRACES_…` forms; `OTEL_SDK_DISABLED=true` turns it off): the
+//!   library's one-call setup (`tool_health::otlp`) publishes the breakers' metrics and exports
+//!   every `tools/call` client span. Without an endpoint nothing is exported and nothing paid.
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+
+use tool_health::otlp::OtlpGuard;
+use tool_health::ToolHealthRegistry;
+use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt as _};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::Layer as _;
+
+/// The log filter when no variable sets one.
+const DEFAULT_FILTER: &str = "info,rmcp=warn";
+
+/// Whether an OTLP endpoint is configured in the environment.
+fn otlp_configured() -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let disabled = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    !disabled
+        && (set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            || set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+            || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+/// Installs the log (and OTLP export when configured) for `registry`. Inside a tokio runtime.
+pub(crate) fn init(registry: &Arc<ToolHealthRegistry>) -> Result<Option<OtlpGuard>, String> {
+    let filter = std::env::var("TOOL_HEALTH_GATEWAY_LOG")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| DEFAULT_FILTER.to_owned());
+    let filter = EnvFilter::try_new(&filter)
+        .map_err(|e| format!("the log filter `{filter}` is not valid: {e}"))?;
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(true)
+        // Events only: the tool spans are for OTLP; formatting them would cost every call.
+        .with_filter(filter.and(filter_fn(|meta| meta.is_event())));
+    let (otlp, guard) = if otlp_configured() {
+        let (layer, guard) = tool_health::otlp::builder("tool-health-gateway")
+            .registry(Arc::clone(registry))
+            .layers()
+            .map_err(|e| format!("OTLP export: {e}"))?;
+        (Some(layer), Some(guard))
+    } else {
+        (None, None)
+    };
+    tracing_subscriber::registry()
+        .with(log)
+        .with(otlp)
+        .try_init()
+        .map_err(|e| format!("the log: {e}"))?;
+    Ok(guard)
+}

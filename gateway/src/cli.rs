@@ -85,7 +85,9 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             "--config" | "-c" => config = Some(PathBuf::from(value("--config")?)),
             "--listen" => listen = Some(listen_addr(&value("--listen")?)?),
             "--no-stdio" => stdio = false,
-            "--control-token-file" => token_file = Some(PathBuf::from(value("--control-token-file")?)),
+            "--control-token-file" => {
+                token_file = Some(PathBuf::from(value("--control-token-file")?))
+            }
             "--allow-host" => allow_hosts.push(value("--allow-host")?),
             "--check" => check = true,
             "--help" | "-h" => return Ok(Command::Help),
@@ -119,17 +121,27 @@ mod tests {
 
     #[test]
     fn the_command_line_is_read() {
-        let Command::Run(a) = args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local").unwrap() else {
+        let Command::Run(a) =
+            args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local").unwrap()
+        else {
             panic!()
         };
         assert_eq!(a.listen, Some("127.0.0.1:8080".parse().unwrap()));
         assert!(!a.stdio);
         assert_eq!(a.allow_hosts, ["gw.local"]);
-        assert_eq!(listen_addr("localhost:9").unwrap(), "127.0.0.1:9".parse().unwrap());
-        assert_eq!(listen_addr("0.0.0.0:9").unwrap(), "0.0.0.0:9".parse().unwrap());
+        assert_eq!(
+            listen_addr("localhost:9").unwrap(),
+            "127.0.0.1:9".parse().unwrap()
+        );
+        assert_eq!(
+            listen_addr("0.0.0.0:9").unwrap(),
+            "0.0.0.0:9".parse().unwrap()
+        );
         assert!(listen_addr("nowhere").is_err());
         assert!(args("--listen 8080").unwrap_err().contains("--config"));
-        assert!(args("--config x --no-stdio").unwrap_err().contains("--listen"));
+        assert!(args("--config x --no-stdio")
+            .unwrap_err()
+            .contains("--listen"));
         assert!(args("--config x --bogus").unwrap_err().contains("--bogus"));
         assert_eq!(args("--help").unwrap(), Command::Help);
     }

@@ -103,7 +103,10 @@ impl Gateway {
         let shutdown = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
         for u in upstreams.iter() {
-            tasks.push(tokio::spawn(supervise(Arc::clone(u), shutdown.child_token())));
+            tasks.push(tokio::spawn(supervise(
+                Arc::clone(u),
+                shutdown.child_token(),
+            )));
         }
         Ok(Arc::new(Self {
             registry,

@@ -96,7 +96,10 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls_graviola::default_provider().install_default();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tool-health-gateway: no tokio runtime: {e}");
@@ -112,7 +115,10 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
 fn read_token(args: &cli::Args) -> Result<Option<Token>, String> {
     let text = match &args.token_file {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            format!("--control-token-file {}: cannot be read: {e}", path.display())
+            format!(
+                "--control-token-file {}: cannot be read: {e}",
+                path.display()
+            )
         })?),
         None => std::env::var("TOOL_HEALTH_GATEWAY_TOKEN")
             .ok()
@@ -120,7 +126,8 @@ fn read_token(args: &cli::Args) -> Result<Option<Token>, String> {
     };
     text.map(|t| {
         let first = t.lines().next().unwrap_or("").trim_end().to_owned();
-        Token::new(&first).map_err(|e| format!("{e} (--control-token-file / TOOL_HEALTH_GATEWAY_TOKEN)"))
+        Token::new(&first)
+            .map_err(|e| format!("{e} (--control-token-file / TOOL_HEALTH_GATEWAY_TOKEN)"))
     })
     .transpose()
 }
@@ -152,7 +159,12 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         env!("CARGO_PKG_VERSION"),
         config.servers.len(),
         if config.servers.len() == 1 { "" } else { "s" },
-        config.servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        config
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let mut code = ExitCode::SUCCESS;
     let mut http_task = None;
@@ -173,7 +185,9 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
                  (only the controls need the token); put the gateway behind your own auth"
             );
         }
-        tracing::info!("listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /");
+        tracing::info!(
+            "listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /"
+        );
         let router = http::router(&gw, &args.allow_hosts);
         let stop = gw.shutdown.clone();
         http_task = Some(tokio::spawn(async move {
@@ -183,7 +197,11 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         }));
     }
     if args.stdio {
-        let transport = StdioTransport::new(tokio::io::stdin(), tokio::io::stdout(), gw.max_message_bytes);
+        let transport = StdioTransport::new(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            gw.max_message_bytes,
+        );
         match GatewayServer::new(Arc::clone(&gw)).serve(transport).await {
             Ok(running) => {
                 let _ = running.waiting().await;

@@ -145,7 +145,17 @@ mod tests {
         for good in ["github", "my-server", "a_b", "x1", "A-b_c-9"] {
             assert_eq!(check_server_name(good), Ok(()), "{good}");
         }
-        for bad in ["", "a__b", "_a", "a_", "a.b", "a b", "a/b", "é", &"x".repeat(65)] {
+        for bad in [
+            "",
+            "a__b",
+            "_a",
+            "a_",
+            "a.b",
+            "a b",
+            "a/b",
+            "é",
+            &"x".repeat(65),
+        ] {
             assert!(check_server_name(bad).is_err(), "{bad:?}");
         }
     }
@@ -166,15 +176,24 @@ mod tests {
 
     #[test]
     fn names_mcp_does_not_allow_are_refused_with_the_reason() {
-        assert!(matches!(shown("py", "has space"), Err(NameError::Invalid(m)) if m.contains("' '")));
+        assert!(
+            matches!(shown("py", "has space"), Err(NameError::Invalid(m)) if m.contains("' '"))
+        );
         assert!(matches!(shown("py", "a/b"), Err(NameError::Invalid(_))));
         assert!(matches!(shown("py", ""), Err(NameError::Invalid(_))));
-        assert!(matches!(shown("py", &"t".repeat(125)), Err(NameError::Invalid(m)) if m.contains("129")));
+        assert!(
+            matches!(shown("py", &"t".repeat(125)), Err(NameError::Invalid(m)) if m.contains("129"))
+        );
         assert!(matches!(split("no_separator"), Err(NameError::NoServer)));
         assert!(matches!(split("__tool"), Err(NameError::NoServer)));
         assert!(matches!(split("server__"), Err(NameError::NoServer)));
-        assert!(matches!(split("py__bad\u{1b}[31m"), Err(NameError::Invalid(m)) if m.contains("0x1b")));
-        assert!(matches!(split(&"a".repeat(129)), Err(NameError::Invalid(_))));
+        assert!(
+            matches!(split("py__bad\u{1b}[31m"), Err(NameError::Invalid(m)) if m.contains("0x1b"))
+        );
+        assert!(matches!(
+            split(&"a".repeat(129)),
+            Err(NameError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! * **The log goes to stderr** — stdout is the MCP stdio channel. Events only (no span
 //!   lines), filtered by `TOOL_HEALTH_GATEWAY_LOG`, else `RUST_LOG`, else `info` with rmcp's
-//!   own chatter at `warn`. Breaker transitions are logged by the library (target
+//!   own chatter at `error`. Breaker transitions are logged by the library (target
 //!   `tool_health`, WARN when a breaker opens), servers' connections by the gateway, and each
 //!   upstream's stderr line by line (target `tool_health_gateway::upstream`).
 //! * **OTLP** when an endpoint is configured the standard way (`OTEL_EXPORTER_OTLP_ENDPOINT`,
@@ -21,7 +21,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::Layer as _;
 
 /// The log filter when no variable sets one.
-const DEFAULT_FILTER: &str = "info,rmcp=warn";
+const DEFAULT_FILTER: &str = "info,rmcp=error";
 
 /// Whether an OTLP endpoint is configured in the environment.
 fn otlp_configured() -> bool {

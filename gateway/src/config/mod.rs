@@ -95,7 +95,10 @@ impl fmt::Debug for Launch {
             Self::Http { url, headers } => f
                 .debug_struct("Http")
                 .field("url", &redact_url(url))
-                .field("headers", &headers.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .field(
+                    "headers",
+                    &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                )
                 .finish(),
         }
     }
@@ -340,8 +343,7 @@ fn dotted(path: &[String]) -> String {
     path.iter()
         .map(|p| {
             if !p.is_empty()
-                && p
-                    .chars()
+                && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
             {
                 p.clone()
@@ -398,7 +400,12 @@ const TOOL_KEYS: &[&str] = &[
     "timeoutSeconds",
 ];
 /// Headers the streamable HTTP transport sets itself.
-const RESERVED_HEADERS: &[&str] = &["Accept", "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-Id"];
+const RESERVED_HEADERS: &[&str] = &[
+    "Accept",
+    "Mcp-Session-Id",
+    "MCP-Protocol-Version",
+    "Last-Event-Id",
+];
 const ENTRY_KEYS: &[&str] = &[
     "command", "args", "env", "cwd", "url", "headers", "type", "disabled",
 ];
@@ -440,7 +447,12 @@ impl Checker<'_> {
     }
 
     /// The object at `path`, or a problem.
-    fn object<'v>(&mut self, v: &'v Value, path: &[String], fix: &str) -> Option<&'v Map<String, Value>> {
+    fn object<'v>(
+        &mut self,
+        v: &'v Value,
+        path: &[String],
+        fix: &str,
+    ) -> Option<&'v Map<String, Value>> {
         match v {
             Value::Object(m) => Some(m),
             other => {
@@ -451,7 +463,13 @@ impl Checker<'_> {
     }
 
     /// Reports keys of `m` not in `known` (problems when `strict`, else warnings).
-    fn unknown_keys(&mut self, m: &Map<String, Value>, path: &[String], known: &[&str], strict: bool) {
+    fn unknown_keys(
+        &mut self,
+        m: &Map<String, Value>,
+        path: &[String],
+        known: &[&str],
+        strict: bool,
+    ) {
         for key in m.keys() {
             if known.contains(&key.as_str()) {
                 continue;
@@ -467,7 +485,10 @@ impl Checker<'_> {
                     format!("{hint}the keys here are {}", list(known)),
                 );
             } else {
-                self.warn(&at, &format!("is ignored ({hint}not a key the gateway uses)"));
+                self.warn(
+                    &at,
+                    &format!("is ignored ({hint}not a key the gateway uses)"),
+                );
             }
         }
     }
@@ -527,8 +548,7 @@ impl Checker<'_> {
             }
         }
         // Per-server settings.
-        let mut own: BTreeMap<String, (Settings, BTreeMap<String, ToolSettings>)> =
-            BTreeMap::new();
+        let mut own: BTreeMap<String, (Settings, BTreeMap<String, ToolSettings>)> = BTreeMap::new();
         if let Some((servers_path, map)) = server_health {
             for (name, value) in map {
                 let at = child(&servers_path, &name);
@@ -558,7 +578,10 @@ impl Checker<'_> {
                 None => server.settings = defaults.clone(),
             }
         }
-        if servers.is_empty() && entries.values().all(|e| !is_disabled(e)) && self.problems.is_empty() {
+        if servers.is_empty()
+            && entries.values().all(|e| !is_disabled(e))
+            && self.problems.is_empty()
+        {
             self.problem(
                 &path,
                 "is empty: a gateway with no server serves nothing",
@@ -599,7 +622,10 @@ impl Checker<'_> {
                 let hint = suggestion(key, ENTRY_KEYS)
                     .map(|s| format!("did you mean `{s}`? "))
                     .unwrap_or_default();
-                self.warn(&k, &format!("is ignored ({hint}not a key the gateway uses)"));
+                self.warn(
+                    &k,
+                    &format!("is ignored ({hint}not a key the gateway uses)"),
+                );
             }
         }
         if let Some(d) = m.get("disabled") {
@@ -661,7 +687,8 @@ impl Checker<'_> {
             }
             (None, Some(url)) => {
                 match ty {
-                    None | Some("http" | "streamable-http" | "streamableHttp" | "streamable_http") => {}
+                    None
+                    | Some("http" | "streamable-http" | "streamableHttp" | "streamable_http") => {}
                     Some("sse") => {
                         self.problem(
                             &child(at, "type"),
@@ -675,7 +702,10 @@ impl Checker<'_> {
                     Some(t) => {
                         self.problem(
                             &child(at, "type"),
-                            format!("is {:?}, not a transport the gateway knows", names::printable(t, 40)),
+                            format!(
+                                "is {:?}, not a transport the gateway knows",
+                                names::printable(t, 40)
+                            ),
                             "`\"http\"` for a `url`, `\"stdio\"` for a `command`",
                         );
                         return None;
@@ -706,7 +736,11 @@ impl Checker<'_> {
         let cpath = child(at, "command");
         let command = self.string_field(command, &cpath, "the program to start, e.g. `\"npx\"`")?;
         if command.trim().is_empty() || command.contains('\0') {
-            self.problem(&cpath, "is empty", "name the program to start, e.g. `\"npx\"`");
+            self.problem(
+                &cpath,
+                "is empty",
+                "name the program to start, e.g. `\"npx\"`",
+            );
             return None;
         }
         let mut ok = true;
@@ -720,7 +754,11 @@ impl Checker<'_> {
                             Value::String(s) if !s.contains('\0') => args.push(s.clone()),
                             Value::String(_) => {
                                 ok = false;
-                                self.problem(&child(&apath, &i.to_string()), "contains a NUL byte", "remove it");
+                                self.problem(
+                                    &child(&apath, &i.to_string()),
+                                    "contains a NUL byte",
+                                    "remove it",
+                                );
                             }
                             other => {
                                 ok = false;
@@ -751,7 +789,11 @@ impl Checker<'_> {
                     let kpath = child(&epath, k);
                     if k.is_empty() || k.contains('=') || k.contains('\0') {
                         ok = false;
-                        self.problem(&kpath, "is not a usable variable name", "a name without `=` or NUL, e.g. `API_KEY`");
+                        self.problem(
+                            &kpath,
+                            "is not a usable variable name",
+                            "a name without `=` or NUL, e.g. `API_KEY`",
+                        );
                         continue;
                     }
                     match v {
@@ -762,7 +804,14 @@ impl Checker<'_> {
                             ok = false;
                             self.problem(
                                 &kpath,
-                                format!("must be a string, got {}", if other.is_string() { "a string with a NUL byte" } else { kind(other) }),
+                                format!(
+                                    "must be a string, got {}",
+                                    if other.is_string() {
+                                        "a string with a NUL byte"
+                                    } else {
+                                        kind(other)
+                                    }
+                                ),
                                 "quote the value: environment values are strings",
                             );
                         }
@@ -781,7 +830,10 @@ impl Checker<'_> {
         }
         for key in ["url", "headers"] {
             if m.contains_key(key) {
-                self.warn(&child(at, key), "is ignored: the server is started with `command`");
+                self.warn(
+                    &child(at, key),
+                    "is ignored: the server is started with `command`",
+                );
             }
         }
         ok.then_some(Launch::Stdio {
@@ -794,13 +846,20 @@ impl Checker<'_> {
 
     fn http(&mut self, m: &Map<String, Value>, url: &Value, at: &[String]) -> Option<Launch> {
         let upath = child(at, "url");
-        let url = self.string_field(url, &upath, "the server's streamable HTTP endpoint, e.g. `\"http://127.0.0.1:8000/mcp\"`")?;
+        let url = self.string_field(
+            url,
+            &upath,
+            "the server's streamable HTTP endpoint, e.g. `\"http://127.0.0.1:8000/mcp\"`",
+        )?;
         match reqwest::Url::parse(&url) {
             Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some() => {}
             Ok(u) => {
                 self.problem(
                     &upath,
-                    format!("has the scheme `{}`; only http and https are supported", names::printable(u.scheme(), 20)),
+                    format!(
+                        "has the scheme `{}`; only http and https are supported",
+                        names::printable(u.scheme(), 20)
+                    ),
                     "write the endpoint as `http://host:port/path` or `https://…`",
                 );
                 return None;
@@ -818,12 +877,20 @@ impl Checker<'_> {
         let mut ok = true;
         if let Some(h) = m.get("headers") {
             let hpath = child(at, "headers");
-            if let Some(map) = self.object(h, &hpath, "write `\"headers\": {\"Authorization\": \"Bearer …\"}`") {
+            if let Some(map) = self.object(
+                h,
+                &hpath,
+                "write `\"headers\": {\"Authorization\": \"Bearer …\"}`",
+            ) {
                 for (k, v) in map {
                     let kpath = child(&hpath, k);
                     if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
                         ok = false;
-                        self.problem(&kpath, "is not a valid HTTP header name", "use letters, digits and `-`, e.g. `X-Api-Key`");
+                        self.problem(
+                            &kpath,
+                            "is not a valid HTTP header name",
+                            "use letters, digits and `-`, e.g. `X-Api-Key`",
+                        );
                         continue;
                     }
                     if RESERVED_HEADERS.iter().any(|r| k.eq_ignore_ascii_case(r)) {
@@ -851,7 +918,11 @@ impl Checker<'_> {
                         }
                         other => {
                             ok = false;
-                            self.problem(&kpath, format!("must be a string, got {}", kind(other)), "quote the value");
+                            self.problem(
+                                &kpath,
+                                format!("must be a string, got {}", kind(other)),
+                                "quote the value",
+                            );
                         }
                     }
                 }
@@ -861,7 +932,10 @@ impl Checker<'_> {
         }
         for key in ["args", "env", "cwd"] {
             if m.contains_key(key) {
-                self.warn(&child(at, key), "is ignored: the server is reached at `url`");
+                self.warn(
+                    &child(at, key),
+                    "is ignored: the server is reached at `url`",
+                );
             }
         }
         ok.then_some(Launch::Http { url, headers })
@@ -872,20 +946,37 @@ impl Checker<'_> {
     fn health(
         &mut self,
         v: &Value,
-    ) -> (Settings, usize, Option<Fleet>, Option<(Vec<String>, Map<String, Value>)>) {
+    ) -> (
+        Settings,
+        usize,
+        Option<Fleet>,
+        Option<(Vec<String>, Map<String, Value>)>,
+    ) {
         let path = p(&["health"]);
-        let Some(m) = self.object(v, &path, "`health` is an object of settings (docs/gateway.md)") else {
+        let Some(m) = self.object(
+            v,
+            &path,
+            "`health` is an object of settings (docs/gateway.md)",
+        ) else {
             return (Settings::default(), DEFAULT_MAX_MESSAGE_BYTES, None, None);
         };
         self.unknown_keys(m, &path, HEALTH_KEYS, true);
         let defaults = self.settings(m, &path, &Settings::default());
         let mut max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
         if let Some(v) = m.get("maxMessageBytes") {
-            if let Some(n) = self.integer(v, &child(&path, "maxMessageBytes"), 1024, 64 * 1024 * 1024, "bytes") {
+            if let Some(n) = self.integer(
+                v,
+                &child(&path, "maxMessageBytes"),
+                1024,
+                64 * 1024 * 1024,
+                "bytes",
+            ) {
                 max_message_bytes = n as usize;
             }
         }
-        let fleet = m.get("fleet").and_then(|f| self.fleet(f, &child(&path, "fleet")));
+        let fleet = m
+            .get("fleet")
+            .and_then(|f| self.fleet(f, &child(&path, "fleet")));
         let servers = m.get("servers").and_then(|s| {
             let spath = child(&path, "servers");
             self.object(s, &spath, "`servers` maps a server's name to its settings")
@@ -898,14 +989,26 @@ impl Checker<'_> {
         let m = self.object(v, path, "`fleet` is `{\"url\": \"redis://host:6379\"}`")?;
         self.unknown_keys(m, path, &["url", "prefix"], true);
         let url = match m.get("url") {
-            Some(u) => self.string_field(u, &child(path, "url"), "the store's URL, e.g. `\"redis://127.0.0.1:6379\"`")?,
+            Some(u) => self.string_field(
+                u,
+                &child(path, "url"),
+                "the store's URL, e.g. `\"redis://127.0.0.1:6379\"`",
+            )?,
             None => {
-                self.problem(path, "has no `url`", "add `\"url\": \"redis://host:6379\"` (Valkey or Redis ≥ 7)");
+                self.problem(
+                    path,
+                    "has no `url`",
+                    "add `\"url\": \"redis://host:6379\"` (Valkey or Redis ≥ 7)",
+                );
                 return None;
             }
         };
         let prefix = match m.get("prefix") {
-            Some(v) => Some(self.string_field(v, &child(path, "prefix"), "a key prefix, e.g. `\"tool_health\"`")?),
+            Some(v) => Some(self.string_field(
+                v,
+                &child(path, "prefix"),
+                "a key prefix, e.g. `\"tool_health\"`",
+            )?),
             None => None,
         };
         Some(Fleet { url, prefix })
@@ -918,17 +1021,29 @@ impl Checker<'_> {
         path: &[String],
         defaults: &Settings,
     ) -> Option<(Settings, BTreeMap<String, ToolSettings>)> {
-        let m = self.object(v, path, "a server's settings are an object (docs/gateway.md)")?;
+        let m = self.object(
+            v,
+            path,
+            "a server's settings are an object (docs/gateway.md)",
+        )?;
         self.unknown_keys(m, path, SERVER_KEYS, true);
         let settings = self.settings(m, path, defaults);
         let mut tools = BTreeMap::new();
         if let Some(t) = m.get("tools") {
             let tpath = child(path, "tools");
-            if let Some(map) = self.object(t, &tpath, "`tools` maps a tool's name (as its server lists it) to its settings") {
+            if let Some(map) = self.object(
+                t,
+                &tpath,
+                "`tools` maps a tool's name (as its server lists it) to its settings",
+            ) {
                 for (tool, tv) in map {
                     let at = child(&tpath, tool);
                     if let Err(names::NameError::Invalid(why)) = names::shown("x", tool) {
-                        self.problem(&at, format!("is not a tool name MCP allows: {why}"), "use the tool's name as its server lists it");
+                        self.problem(
+                            &at,
+                            format!("is not a tool name MCP allows: {why}"),
+                            "use the tool's name as its server lists it",
+                        );
                         continue;
                     }
                     let Some(tm) = self.object(tv, &at, "a tool's settings are an object") else {
@@ -953,7 +1068,9 @@ impl Checker<'_> {
     fn settings(&mut self, m: &Map<String, Value>, path: &[String], base: &Settings) -> Settings {
         let mut s = base.clone();
         if let Some(v) = m.get("failureThreshold") {
-            if let Some(n) = self.integer(v, &child(path, "failureThreshold"), 0, 10_000, "failures") {
+            if let Some(n) =
+                self.integer(v, &child(path, "failureThreshold"), 0, 10_000, "failures")
+            {
                 s.breaker.failure_threshold = n as u32;
             }
         }
@@ -981,15 +1098,31 @@ impl Checker<'_> {
                 Some("off") => s.schema_check = SchemaCheck::Off,
                 _ => self.problem(
                     &at,
-                    format!("must be \"lax\", \"strict\" or \"off\", got {}", if v.is_string() { "another string" } else { kind(v) }),
+                    format!(
+                        "must be \"lax\", \"strict\" or \"off\", got {}",
+                        if v.is_string() {
+                            "another string"
+                        } else {
+                            kind(v)
+                        }
+                    ),
                     "\"lax\" (the default) never refuses what an SDK server would accept",
                 ),
             }
         }
         if let Some(v) = m.get("restart") {
             let at = child(path, "restart");
-            if let Some(r) = self.object(v, &at, "`restart` is `{\"initialBackoffSeconds\": 0.5, \"maxBackoffSeconds\": 30}`") {
-                self.unknown_keys(r, &at, &["initialBackoffSeconds", "maxBackoffSeconds"], true);
+            if let Some(r) = self.object(
+                v,
+                &at,
+                "`restart` is `{\"initialBackoffSeconds\": 0.5, \"maxBackoffSeconds\": 30}`",
+            ) {
+                self.unknown_keys(
+                    r,
+                    &at,
+                    &["initialBackoffSeconds", "maxBackoffSeconds"],
+                    true,
+                );
                 if let Some(d) = self.seconds(r, &at, "initialBackoffSeconds", 0.0, 3_600.0, true) {
                     s.restart.initial = d;
                 }
@@ -1036,7 +1169,11 @@ impl Checker<'_> {
                 }
                 _ => "write a number of seconds (`30`, `0.5`)",
             };
-            self.problem(&at, format!("must be a number of seconds ({range}), got {}", kind(v)), fix);
+            self.problem(
+                &at,
+                format!("must be a number of seconds ({range}), got {}", kind(v)),
+                fix,
+            );
             return None;
         };
         if (zero_ok && x == 0.0) || (min..=max).contains(&x) {
@@ -1045,7 +1182,10 @@ impl Checker<'_> {
         self.problem(
             &at,
             format!("is {x}, must be {range}"),
-            format!("set a value in that range ({} is the default)", default_of(key)),
+            format!(
+                "set a value in that range ({} is the default)",
+                default_of(key)
+            ),
         );
         None
     }
@@ -1063,7 +1203,10 @@ impl Checker<'_> {
                 self.problem(
                     at,
                     format!("is {got}, must be a whole number from {min} to {max} {unit}"),
-                    format!("set a whole number in that range ({} is the default)", default_of(key)),
+                    format!(
+                        "set a whole number in that range ({} is the default)",
+                        default_of(key)
+                    ),
                 );
                 None
             }
@@ -1079,7 +1222,9 @@ fn is_disabled(v: &Value) -> bool {
 fn default_of(key: &str) -> &'static str {
     match key {
         "failureThreshold" => "3",
-        "cooldownSeconds" | "probeTimeoutSeconds" | "timeoutSeconds" | "connectTimeoutSeconds" => "30",
+        "cooldownSeconds" | "probeTimeoutSeconds" | "timeoutSeconds" | "connectTimeoutSeconds" => {
+            "30"
+        }
         "pingTimeoutSeconds" => "5",
         "initialBackoffSeconds" => "0.5",
         "maxBackoffSeconds" => "30",

@@ -34,24 +34,50 @@ fn a_host_config_with_a_health_section_is_read() {
     let names: Vec<&str> = c.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["py", "remote"], "the disabled server is left out");
     let py = &c.servers[0];
-    assert_eq!(py.settings.breaker.failure_threshold, 5, "inherited from health");
-    assert_eq!(py.settings.breaker.recovery_duration, Duration::from_millis(500));
+    assert_eq!(
+        py.settings.breaker.failure_threshold, 5,
+        "inherited from health"
+    );
+    assert_eq!(
+        py.settings.breaker.recovery_duration,
+        Duration::from_millis(500)
+    );
     assert_eq!(py.settings.timeout, Duration::from_secs(2));
     assert_eq!(py.settings.restart.initial, Duration::ZERO);
     let slow = &py.tools["slow"];
     assert_eq!(slow.timeout, Duration::from_secs(60));
     assert_eq!(slow.breaker.failure_threshold, 1);
-    assert_eq!(slow.breaker.recovery_duration, Duration::from_millis(500), "inherited from the server");
+    assert_eq!(
+        slow.breaker.recovery_duration,
+        Duration::from_millis(500),
+        "inherited from the server"
+    );
     let remote = &c.servers[1];
-    assert_eq!(remote.settings.timeout, Duration::from_secs(30), "the default");
+    assert_eq!(
+        remote.settings.timeout,
+        Duration::from_secs(30),
+        "the default"
+    );
     assert!(matches!(&remote.launch, Launch::Http { headers, .. } if headers.len() == 1));
     // Debug output never shows credentials.
     let debug = format!("{:?}", c.servers);
     assert!(!debug.contains("secret"), "{debug}");
     // Host keys are warnings with their lines.
     assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
-    assert!(c.warnings.iter().any(|w| w.starts_with("gw.json:2: `globalShortcut`")), "{:?}", c.warnings);
-    assert!(c.warnings.iter().any(|w| w.starts_with("gw.json:4: `mcpServers.py.alwaysAllow`")), "{:?}", c.warnings);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("gw.json:2: `globalShortcut`")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("gw.json:4: `mcpServers.py.alwaysAllow`")),
+        "{:?}",
+        c.warnings
+    );
 }
 
 #[test]
@@ -59,14 +85,21 @@ fn a_setting_out_of_range_names_the_field_the_line_the_range_and_the_fix() {
     let p = one("{\"mcpServers\": {\"py\": {\"command\": \"x\"}},\n \"health\": {\n  \"servers\": {\"py\": {\n   \"cooldownSeconds\": 0}}}}");
     assert_eq!(p.path, "health.servers.py.cooldownSeconds");
     assert_eq!(p.line, Some(4));
-    assert!(p.message.contains("from 0.001 to 86400 seconds"), "{}", p.message);
+    assert!(
+        p.message.contains("from 0.001 to 86400 seconds"),
+        "{}",
+        p.message
+    );
     assert!(p.fix.contains("30 is the default"), "{}", p.fix);
     let shown = ConfigError {
         file: "gw.json".into(),
         problems: vec![p],
     }
     .to_string();
-    assert!(shown.contains("gw.json:4: `health.servers.py.cooldownSeconds` is 0, must be"), "{shown}");
+    assert!(
+        shown.contains("gw.json:4: `health.servers.py.cooldownSeconds` is 0, must be"),
+        "{shown}"
+    );
     assert!(shown.contains("fix: "), "{shown}");
 }
 
@@ -78,19 +111,36 @@ fn every_problem_is_reported_at_once_in_line_order() {
     let paths: Vec<&str> = all.iter().map(|p| p.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["mcpServers.\"a b\"", "mcpServers.ok.args.0", "health.failureThreshold", "health.timeoutSeconds"],
+        [
+            "mcpServers.\"a b\"",
+            "mcpServers.ok.args.0",
+            "health.failureThreshold",
+            "health.timeoutSeconds"
+        ],
         "{all:#?}"
     );
-    assert!(all[0].message.contains("contains ' '"), "{}", all[0].message);
+    assert!(
+        all[0].message.contains("contains ' '"),
+        "{}",
+        all[0].message
+    );
     assert!(all[1].fix.contains("quote it"), "{}", all[1].fix);
-    assert!(all[3].fix.contains("without unit or quotes"), "{}", all[3].fix);
+    assert!(
+        all[3].fix.contains("without unit or quotes"),
+        "{}",
+        all[3].fix
+    );
 }
 
 #[test]
 fn typos_in_health_are_errors_with_a_suggestion() {
     let p = one(r#"{"mcpServers": {"py": {"command": "x"}}, "health": {"cooldown": 5}}"#);
     assert_eq!(p.path, "health.cooldown");
-    assert!(p.fix.contains("did you mean `cooldownSeconds`"), "{}", p.fix);
+    assert!(
+        p.fix.contains("did you mean `cooldownSeconds`"),
+        "{}",
+        p.fix
+    );
     let p = one(r#"{"mcpServers": {"py": {"command": "x"}}, "health": {"servers": {"pyy": {}}}}"#);
     assert_eq!(p.path, "health.servers.pyy");
     assert!(p.fix.contains("did you mean `py`"), "{}", p.fix);
@@ -105,8 +155,15 @@ fn transports_are_checked() {
     let p = one(r#"{"mcpServers": {"s": {"url": "ftp://h/x"}}}"#);
     assert!(p.message.contains("only http and https"), "{}", p.message);
     let p = one(r#"{"mcpServers": {"s": {"url": "http://h/mcp", "headers": {"X-Key": "a\nb"}}}}"#);
-    assert!(p.message.contains("not a valid HTTP header value"), "{}", p.message);
-    assert!(!p.message.contains("a\nb"), "a header value is never echoed");
+    assert!(
+        p.message.contains("not a valid HTTP header value"),
+        "{}",
+        p.message
+    );
+    assert!(
+        !p.message.contains("a\nb"),
+        "a header value is never echoed"
+    );
     let p = one(r#"{"mcpServers": {"s": {}}}"#);
     assert!(p.message.contains("neither"), "{}", p.message);
     let p = one(r#"{"mcpServers": {}}"#);
@@ -123,13 +180,18 @@ fn syntax_errors_and_repeated_keys_have_their_lines() {
     let p = one("{\n // servers\n \"mcpServers\": {}}");
     assert!(p.fix.contains("comment"), "{}", p.fix);
     let p = one("{\"mcpServers\": {\"py\": {\"command\": \"x\"}},\n\"health\": {\"timeoutSeconds\": 1,\n \"timeoutSeconds\": 2}}");
-    assert_eq!((p.path.as_str(), p.line), ("health.timeoutSeconds", Some(3)));
+    assert_eq!(
+        (p.path.as_str(), p.line),
+        ("health.timeoutSeconds", Some(3))
+    );
     assert!(p.message.contains("twice"), "{}", p.message);
 }
 
 #[test]
 fn restart_backoff_must_grow() {
-    let p = one(r#"{"mcpServers": {"py": {"command": "x"}}, "health": {"restart": {"initialBackoffSeconds": 5, "maxBackoffSeconds": 1}}}"#);
+    let p = one(
+        r#"{"mcpServers": {"py": {"command": "x"}}, "health": {"restart": {"initialBackoffSeconds": 5, "maxBackoffSeconds": 1}}}"#,
+    );
     assert_eq!(p.path, "health.restart.maxBackoffSeconds");
 }
 

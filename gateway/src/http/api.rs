@@ -41,7 +41,10 @@ pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
     (
         status,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
         ],
         body.to_string(),
@@ -102,7 +105,11 @@ fn ms(d: Duration) -> Value {
 /// Adds the gateway's fields to a tool object of the status JSON: `name` and `server`, and
 /// `available` / `retry_after_ms` / `refused_by` with the server's breaker counted in.
 fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
-    let key = obj.get("tool").and_then(Value::as_str).unwrap_or("").to_owned();
+    let key = obj
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let upstream = key
         .split_once(tool_health::mcp::KEY_SEPARATOR)
         .and_then(|(s, t)| gw.upstreams.get(s).map(|u| (u, t)));
@@ -133,7 +140,10 @@ fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
             obj.insert("server".into(), Value::Null);
         }
     }
-    obj.insert("refused_by".into(), refused_by.map_or(Value::Null, Value::from));
+    obj.insert(
+        "refused_by".into(),
+        refused_by.map_or(Value::Null, Value::from),
+    );
 }
 
 /// One tool's document: the status object (augmented) when tracked, else a fresh one.
@@ -220,7 +230,10 @@ impl Probes {
                 held.remove(&oldest);
             }
         }
-        held.insert(id.clone(), (key.to_owned(), permit, now + lease + PROBE_GRACE));
+        held.insert(
+            id.clone(),
+            (key.to_owned(), permit, now + lease + PROBE_GRACE),
+        );
         id
     }
 
@@ -243,7 +256,10 @@ pub(crate) async fn claim(State(gw): State<Arc<Gateway>>, Path(tool): Path<Strin
         return refused(&r.key, wait, "server");
     }
     match gw.registry.check(&r.key) {
-        GateDecision::Allowed(_) => json(StatusCode::OK, &json!({"tool": r.key, "decision": "allowed"})),
+        GateDecision::Allowed(_) => json(
+            StatusCode::OK,
+            &json!({"tool": r.key, "decision": "allowed"}),
+        ),
         GateDecision::Probe(permit) => {
             let lease = gw.registry.tool_policy(&r.key).breaker.probe_timeout;
             let id = gw.probes.hold(&r.key, permit, lease);
@@ -295,14 +311,18 @@ pub(crate) async fn report(
     };
     let bad = |m: &str| error(StatusCode::BAD_REQUEST, m);
     let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&body) else {
-        return bad("the body must be a JSON object: {\"outcome\": \"success\", \"duration_ms\": 12}");
+        return bad(
+            "the body must be a JSON object: {\"outcome\": \"success\", \"duration_ms\": 12}",
+        );
     };
     let outcome = match body.get("outcome").and_then(Value::as_str) {
         Some("success") => CallOutcome::Success,
         Some("failure") => CallOutcome::Failure,
         Some("ignored") => CallOutcome::Ignored,
         Some("cancelled") => CallOutcome::Cancelled,
-        _ => return bad("`outcome` must be \"success\", \"failure\", \"ignored\" or \"cancelled\""),
+        _ => {
+            return bad("`outcome` must be \"success\", \"failure\", \"ignored\" or \"cancelled\"")
+        }
     };
     let duration = match body.get("duration_ms") {
         None => Duration::ZERO,
@@ -318,12 +338,16 @@ pub(crate) async fn report(
         }
         Some(Value::String(id)) => match gw.probes.take(id) {
             Some((key, permit)) if key == r.key => {
-                gw.registry.record_with_permit(&key, permit, outcome, duration);
+                gw.registry
+                    .record_with_permit(&key, permit, outcome, duration);
             }
             Some((key, permit)) => {
                 // Not this tool's: give it back where it belongs, and say so.
                 gw.registry.release(&key, permit);
-                return error(StatusCode::CONFLICT, "that probe id is another tool's (its probe was given back)");
+                return error(
+                    StatusCode::CONFLICT,
+                    "that probe id is another tool's (its probe was given back)",
+                );
             }
             None => {
                 return error(

@@ -56,7 +56,9 @@ impl Token {
             ));
         }
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("the control token must be visible ASCII characters only (no spaces)".into());
+            return Err(
+                "the control token must be visible ASCII characters only (no spaces)".into(),
+            );
         }
         Ok(Self(token.as_bytes().into()))
     }
@@ -170,7 +172,10 @@ pub(crate) async fn tool_control(
         Err(r) => return r,
     };
     if gw.registry.snapshot(&key).is_none() {
-        return error(StatusCode::NOT_FOUND, "no such tool tracked (no control creates a tool)");
+        return error(
+            StatusCode::NOT_FOUND,
+            "no such tool tracked (no control creates a tool)",
+        );
     }
     let shown = crate::names::printable(&key, 200);
     let mut fleet_error = None;
@@ -198,6 +203,8 @@ pub(crate) async fn tool_control(
         }
     }
     tracing::info!(tool = %shown, "operator control on `{shown}`: {action:?}");
+    // What hosts are offered may have changed (a control is no transition of the breaker's).
+    gw.hosts.changed();
     let mut doc = api::tool_document(&gw, &key);
     if let (Some(e), Some(obj)) = (fleet_error, doc.as_object_mut()) {
         obj.insert("fleet_error".into(), e.into());
@@ -220,7 +227,10 @@ pub(crate) async fn server_control(
         Err(r) => return r,
     };
     let Some(upstream) = gw.upstreams.get(&server) else {
-        return error(StatusCode::NOT_FOUND, "no such MCP server behind this gateway");
+        return error(
+            StatusCode::NOT_FOUND,
+            "no such MCP server behind this gateway",
+        );
     };
     let servers = tool_health::mcp::server_registry(&gw.registry);
     match action {
@@ -249,13 +259,25 @@ mod tests {
         assert_eq!(format!("{t:?}"), "Token(<redacted>)");
         let mut h = HeaderMap::new();
         assert!(!t.authorizes(&h));
-        h.insert(header::AUTHORIZATION, "Bearer 0123456789abcdef-token".parse().unwrap());
+        h.insert(
+            header::AUTHORIZATION,
+            "Bearer 0123456789abcdef-token".parse().unwrap(),
+        );
         assert!(t.authorizes(&h));
-        h.insert(header::AUTHORIZATION, "Bearer 0123456789abcdef-toke".parse().unwrap());
+        h.insert(
+            header::AUTHORIZATION,
+            "Bearer 0123456789abcdef-toke".parse().unwrap(),
+        );
         assert!(!t.authorizes(&h));
-        h.insert(header::AUTHORIZATION, "Bearer 0123456789abcdef-tokenX".parse().unwrap());
+        h.insert(
+            header::AUTHORIZATION,
+            "Bearer 0123456789abcdef-tokenX".parse().unwrap(),
+        );
         assert!(!t.authorizes(&h));
-        h.insert(header::AUTHORIZATION, "Basic 0123456789abcdef-token".parse().unwrap());
+        h.insert(
+            header::AUTHORIZATION,
+            "Basic 0123456789abcdef-token".parse().unwrap(),
+        );
         assert!(!t.authorizes(&h));
         assert!(Token::new("short").is_err());
         assert!(Token::new("has a space in it, sixteen+").is_err());

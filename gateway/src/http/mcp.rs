@@ -58,7 +58,8 @@ async fn as_json_rpc(response: Response) -> Response {
     let message = if code == -32700 {
         format!(
             "parse error: the body is not one JSON-RPC message ({})",
-            text.trim_start_matches("fail to deserialize request body").trim()
+            text.trim_start_matches("fail to deserialize request body")
+                .trim()
         )
     } else {
         format!("message too large: {}", text.trim())

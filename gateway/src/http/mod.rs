@@ -40,7 +40,10 @@ pub(crate) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
         // The status page's buttons.
         .route("/tools/{tool}/{action}", post(controls::tool_control))
         .route("/v1/servers", get(api::servers))
-        .route("/v1/servers/{server}/{action}", post(controls::server_control))
+        .route(
+            "/v1/servers/{server}/{action}",
+            post(controls::server_control),
+        )
         .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
         .with_state(Arc::clone(gw));
     api.merge(mcp::router(gw, allowed_hosts))

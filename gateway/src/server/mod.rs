@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -105,7 +105,9 @@ impl ServerHandler for GatewayServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.gw.upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
-        Ok(ListToolsResult::with_all_items(self.gw.upstreams.list().await))
+        Ok(ListToolsResult::with_all_items(
+            self.gw.upstreams.list().await,
+        ))
     }
 
     async fn call_tool(
@@ -167,7 +169,10 @@ impl ServerHandler for GatewayServer {
             }
             .unwrap_or_else(|| "they do not have the shape the method takes".to_owned());
             return Err(McpError::invalid_params(
-                format!("invalid params for `{method}`: {}", names::printable(&detail, 300)),
+                format!(
+                    "invalid params for `{method}`: {}",
+                    names::printable(&detail, 300)
+                ),
                 None,
             ));
         }

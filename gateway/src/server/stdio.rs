@@ -103,11 +103,16 @@ impl<R: AsyncRead + Unpin + Send, W: AsyncWrite + Unpin + Send> StdioTransport<R
             }
         }
     }
-
 }
 
 /// Writes an error answer at once (in order with everything else written).
-async fn answer<W: AsyncWrite + Unpin>(
+///
+/// The write runs in a task of its own: rmcp drops a pending `receive` whenever something else
+/// is ready first, and the line this answers has been consumed already, so a write done
+/// inside `receive` could be lost half-way (the host's request would then wait for its own
+/// timeout). The task acquires the writer's lock (tokio's is first-come, first-served) and
+/// finishes even if `receive` is dropped meanwhile.
+async fn answer<W: AsyncWrite + Unpin + Send + 'static>(
     out: Arc<Mutex<Option<W>>>,
     code: ErrorCode,
     message: String,
@@ -115,7 +120,8 @@ async fn answer<W: AsyncWrite + Unpin>(
 ) -> bool {
     let msg: TxJsonRpcMessage<RoleServer> =
         TxJsonRpcMessage::<RoleServer>::error(ErrorData::new(code, message, None), id);
-    write(&out, &msg).await.is_ok()
+    let task = tokio::spawn(async move { write(&out, &msg).await.is_ok() });
+    task.await.unwrap_or(false)
 }
 
 async fn write<W: AsyncWrite + Unpin, T: serde::Serialize>(
@@ -163,13 +169,24 @@ where
             if let Line::Oversized = line {
                 let id = sniff_id(&self.head);
                 self.head.clear();
-                tracing::warn!(limit = self.max, "a message over {} bytes from the host was refused", self.max);
+                tracing::warn!(
+                    limit = self.max,
+                    "a message over {} bytes from the host was refused",
+                    self.max
+                );
                 let message = format!(
                     "message too large: over {} bytes (the gateway's `health.maxMessageBytes`); \
                      it was not processed",
                     self.max
                 );
-                if !answer(Arc::clone(&self.write), ErrorCode::INVALID_REQUEST, message, id).await {
+                if !answer(
+                    Arc::clone(&self.write),
+                    ErrorCode::INVALID_REQUEST,
+                    message,
+                    id,
+                )
+                .await
+                {
                     return None;
                 }
                 continue;
@@ -217,23 +234,28 @@ fn classify(
     text: &[u8],
     error: &serde_json::Error,
 ) -> Option<(ErrorCode, String, Option<RequestId>)> {
-    let value: Value = match serde_json::from_slice(text) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some((
+    let value: Value =
+        match serde_json::from_slice(text) {
+            Ok(v) => v,
+            Err(e) => return Some((
                 ErrorCode::PARSE_ERROR,
-                format!("parse error: the line is not JSON ({e}); send one JSON-RPC message per line"),
+                format!(
+                    "parse error: the line is not JSON ({e}); send one JSON-RPC message per line"
+                ),
                 None,
-            ))
-        }
-    };
+            )),
+        };
     let Value::Object(obj) = &value else {
         let what = if value.is_array() {
             "a JSON array: MCP has no JSON-RPC batches (since 2025-06-18); send one message per line".to_owned()
         } else {
             "not a JSON-RPC message: a message is a JSON object".to_owned()
         };
-        return Some((ErrorCode::INVALID_REQUEST, format!("invalid request: {what}"), None));
+        return Some((
+            ErrorCode::INVALID_REQUEST,
+            format!("invalid request: {what}"),
+            None,
+        ));
     };
     let id = obj
         .get("id")
@@ -242,7 +264,10 @@ fn classify(
     let detail = crate::names::printable(&error.to_string(), 300);
     match (method, &id) {
         (Some(method), None) if !obj.contains_key("id") => {
-            tracing::debug!("ignored a malformed notification `{}`: {detail}", crate::names::printable(method, 80));
+            tracing::debug!(
+                "ignored a malformed notification `{}`: {detail}",
+                crate::names::printable(method, 80)
+            );
             None
         }
         _ if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => Some((
@@ -301,7 +326,10 @@ fn sniff_id(head: &[u8]) -> Option<RequestId> {
                     }
                     let rest = &b[i..];
                     let end = if rest.first() == Some(&b'"') {
-                        rest.iter().skip(1).position(|&c| c == b'"').map(|p| p + 2)?
+                        rest.iter()
+                            .skip(1)
+                            .position(|&c| c == b'"')
+                            .map(|p| p + 2)?
                     } else {
                         rest.iter()
                             .position(|&c| !(c.is_ascii_digit() || c == b'-'))
@@ -334,7 +362,10 @@ mod tests {
             sniff_id(br#"{"method":"tools/call","params":{"id":7},"id":"abc","jsonrpc":"2.0"#),
             Some(RequestId::String("abc".into()))
         );
-        assert_eq!(sniff_id(br#"{"method":"tools/call","params":{"id":7,"x":"aaaa"#), None);
+        assert_eq!(
+            sniff_id(br#"{"method":"tools/call","params":{"id":7,"x":"aaaa"#),
+            None
+        );
         assert_eq!(sniff_id(b"garbage"), None);
     }
 
@@ -357,7 +388,12 @@ mod tests {
         )
         .is_ok());
         let (code, _, id) = check(r#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#).unwrap();
-        assert_eq!((code, id), (ErrorCode::INVALID_REQUEST, Some(RequestId::Number(4))));
-        assert!(check(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#).is_none());
+        assert_eq!(
+            (code, id),
+            (ErrorCode::INVALID_REQUEST, Some(RequestId::Number(4)))
+        );
+        assert!(
+            check(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#).is_none()
+        );
     }
 }

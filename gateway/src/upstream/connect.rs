@@ -90,7 +90,10 @@ impl Upstream {
                 let mut custom = HashMap::new();
                 for (k, v) in headers {
                     // Checked when the config was read.
-                    if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+                    if let (Ok(k), Ok(v)) = (
+                        HeaderName::from_bytes(k.as_bytes()),
+                        HeaderValue::from_str(v),
+                    ) {
                         custom.insert(k, v);
                     }
                 }

@@ -256,6 +256,11 @@ impl Upstream {
         mut params: CallToolRequestParams,
     ) -> Result<CallToolResult, McpError> {
         let shown = format!("{}{}{tool}", self.name, names::SEPARATOR);
+        if self.conn.load().is_none() {
+            // A host that remembers its tools may call before the server is up: wait for the
+            // first attempt (bounded by the connect timeout).
+            self.wait_ready(self.config.settings.connect_timeout).await;
+        }
         let Some(conn) = self.conn.load_full() else {
             let why = self
                 .state()
@@ -318,10 +323,7 @@ pub(crate) struct Upstreams {
 impl Upstreams {
     pub(crate) fn new(list: impl IntoIterator<Item = Arc<Upstream>>) -> Self {
         Self {
-            by_name: list
-                .into_iter()
-                .map(|u| (u.name.to_string(), u))
-                .collect(),
+            by_name: list.into_iter().map(|u| (u.name.to_string(), u)).collect(),
         }
     }
 

@@ -165,12 +165,20 @@ impl ToolHealthClient {
     /// Calls the tool through the breaker (see the [module docs](self)).
     ///
     /// A refusal is `Ok` with [`refusal`]'s result. Errors are rmcp's, with
-    /// `ServiceError::Timeout` when the timeout ran out.
+    /// `ServiceError::Timeout` when the timeout ran out. A tool name whose registry key is
+    /// longer than the registry's [`max_name_len`](ToolHealthRegistry::max_name_len) is the
+    /// model's invalid argument: `Ok` with [`invalid_tool_name`]'s result, and the server is
+    /// never called, nothing is recorded, and the name is not copied.
     pub async fn call_tool(
         &self,
         params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
         let tool: &str = &params.name;
+        let key_len = self.server.as_ref().map_or(0, |s| s.len() + 1) + tool.len();
+        if key_len > self.registry.max_name_len() {
+            // Checked before the key, the span or the gate: a name no tool has is not copied.
+            return Ok(invalid_tool_name(key_len, self.registry.max_name_len()));
+        }
         let key = self.key(tool).into_owned();
         let span = tracing::info_span!(
             "tools/call",
@@ -219,6 +227,7 @@ impl ToolHealthClient {
             Err(CallError::TimedOut { after, .. }) => Err(ServiceError::Timeout { timeout: after }),
             Err(CallError::Tool(Answer::IsError(result))) => Ok(result),
             Err(CallError::Tool(Answer::Service(error))) => Err(error),
+            Err(CallError::InvalidName(e)) => Ok(invalid_tool_name(e.len(), e.max())),
         }
     }
 }
@@ -253,6 +262,16 @@ fn classify(caller_errors: &DefaultClassifier, answer: &Answer) -> ErrorClass {
 /// [`REFUSAL_MESSAGE`], which the model reads and works around.
 pub fn refusal() -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(REFUSAL_MESSAGE)])
+}
+
+/// The soft result of a call whose tool name is longer than the registry takes (`len` bytes,
+/// its key with the server's prefix; at most `max`): `isError: true` with the invalid-argument
+/// text of [`NameError`](crate::NameError), never [`REFUSAL_MESSAGE`] — the model is told to
+/// correct the name, not to wait.
+pub fn invalid_tool_name(len: usize, max: usize) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "invalid tool name: {len} bytes, longer than the {max} allowed"
+    ))])
 }
 
 /// Whether `result` is [`refusal`]'s: the breaker refused the call, the server never saw it.

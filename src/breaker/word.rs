@@ -11,7 +11,8 @@
 //!            so whether anyone has yet written the expiry into the word changes nothing.
 //! deadline   Open: the instant the next probe may be granted (last failure + cooldown).
 //!            HalfOpen: the instant the probe lease expires. All ones = never.
-//!            Closed: 0.
+//!            Closed: the breaker's tag (which breaker this is: see `Permit`), so that the
+//!            word shifted right by the state bits is the key of the permits it hands out.
 //! ```
 //!
 //! The deadline is a [`Ticks`] instant: 40 bits of milliseconds cover about 34 years of clock
@@ -28,6 +29,10 @@ pub(crate) const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 
 // The deadline field is exactly as wide as a tick count.
 const _: () = assert!(TIME_SHIFT + TICK_BITS == 64);
+// A permit's key is the word without its state bits: generation, then deadline (a Closed
+// word's tag).
+const _: () = assert!(GEN_BITS == crate::call::PERMIT_GENERATION_BITS);
+const _: () = assert!(TICK_BITS == crate::call::PERMIT_TAG_BITS);
 
 pub(crate) const CLOSED: u64 = 0;
 pub(crate) const OPEN: u64 = 1;
@@ -70,6 +75,27 @@ impl Word {
             generation: generation & GEN_MASK,
             deadline: Ticks::ZERO,
         }
+    }
+
+    /// The word with the breaker's `tag` in a Closed word's deadline field (any other word is
+    /// returned as it is).
+    #[inline]
+    pub(crate) fn tagged(self, tag: u64) -> Self {
+        if self.state == CLOSED {
+            Self {
+                deadline: Ticks::new(tag),
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// The key of an ordinary admission's permit (generation and tag) from a raw Closed word;
+    /// `None` for any other state.
+    #[inline(always)]
+    pub(crate) fn closed_key(raw: u64) -> Option<u64> {
+        (raw & STATE_MASK == CLOSED).then_some(raw >> STATE_BITS)
     }
 
     pub(crate) fn open(generation: u32, ready_at: Ticks) -> Self {

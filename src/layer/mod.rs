@@ -361,7 +361,12 @@ impl LayerCore {
         values(&mut SpanVisitor {
             convention,
             out: &mut fields,
+            max_name_len: self.registry.max_name_len(),
         });
+        if let Some(len) = fields.rejected_name {
+            // Counted (and the first logged) by the registry, with no lock of ours held.
+            self.registry.reject_name(len);
+        }
         fields
     }
 

@@ -33,6 +33,9 @@ pub(crate) struct SpanFields {
     pub(crate) http_status: Option<u64>,
     /// Seconds.
     pub(crate) retry_after: Option<f64>,
+    /// The length of a name value refused for being longer than the registry takes (the span
+    /// then has no name from that source: it is no tool span, and nothing is copied).
+    pub(crate) rejected_name: Option<usize>,
 }
 
 impl SpanFields {
@@ -45,6 +48,7 @@ impl SpanFields {
             && self.status.is_none()
             && self.http_status.is_none()
             && self.retry_after.is_none()
+            && self.rejected_name.is_none()
     }
 }
 
@@ -71,10 +75,59 @@ fn outcome_value(value: &str) -> Cow<'static, str> {
 pub(crate) struct SpanVisitor<'a> {
     pub(crate) convention: &'a Compiled,
     pub(crate) out: &'a mut SpanFields,
+    /// The longest tool name the registry takes: a longer name is refused, never copied.
+    pub(crate) max_name_len: usize,
+}
+
+/// The most of a `Debug` value's text the layer formats for a field it reads (a name, an
+/// error type): beyond it the text is cut (and a name refused), so a hostile value costs no
+/// more than this to read.
+const DEBUG_TEXT_LIMIT: usize = 1024;
+
+/// A `fmt::Write` that keeps at most `limit` bytes (cut at a character boundary) and says
+/// whether there was more.
+struct Bounded {
+    text: String,
+    limit: usize,
+    cut: bool,
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.limit - self.text.len();
+        if s.len() <= room {
+            self.text.push_str(s);
+            return Ok(());
+        }
+        let mut end = room;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.push_str(&s[..end]);
+        self.cut = true;
+        Err(fmt::Error) // stop formatting: the rest is not wanted
+    }
 }
 
 impl SpanVisitor<'_> {
+    /// A `Debug` value's text, at most the larger of the name limit (plus one, to tell a name
+    /// too long) and [`DEBUG_TEXT_LIMIT`]; and whether it was cut.
+    fn debug_text(&self, value: &dyn fmt::Debug) -> (String, bool) {
+        let mut out = Bounded {
+            text: String::new(),
+            limit: self.max_name_len.saturating_add(1).max(DEBUG_TEXT_LIMIT),
+            cut: false,
+        };
+        let _ = fmt::write(&mut out, format_args!("{value:?}"));
+        (out.text, out.cut)
+    }
+
     fn value(&mut self, field: &Field, value: &str) {
+        self.value_cut(field, value, false);
+    }
+
+    /// [`value`](Self::value) of a text that may have been cut (`cut`: it was longer).
+    fn value_cut(&mut self, field: &Field, value: &str, cut: bool) {
         let name = field.name();
         for (field_name, meaning) in self.convention.fields.iter() {
             if field_name != name {
@@ -90,7 +143,13 @@ impl SpanVisitor<'_> {
                         None => value,
                     };
                     if self.out.name.as_ref().is_none_or(|(r, _)| rank <= r) {
-                        self.out.name = Some((*rank, value.to_owned()));
+                        if cut || value.len() > self.max_name_len {
+                            // No tool's name: refused, not copied (an empty name is no name).
+                            self.out.name = Some((*rank, String::new()));
+                            self.out.rejected_name = Some(value.len());
+                        } else {
+                            self.out.name = Some((*rank, value.to_owned()));
+                        }
                     }
                 }
                 Meaning::Kind { bit, expected } => {
@@ -150,7 +209,8 @@ impl SpanVisitor<'_> {
             }
         }
         if as_text {
-            self.value(field, &format!("{text:?}"));
+            let (text, cut) = self.debug_text(text);
+            self.value_cut(field, &text, cut);
         }
     }
 }
@@ -175,7 +235,8 @@ impl Visit for SpanVisitor<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         // Only format the fields we read: the others may be large or slow to format.
         if self.convention.reads(field.name()) {
-            self.value(field, &format!("{value:?}"));
+            let (text, cut) = self.debug_text(value);
+            self.value_cut(field, &text, cut);
         }
     }
 }

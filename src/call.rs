@@ -158,7 +158,10 @@ impl Permit {
     /// The same permit, handed out by the breaker tagged `tag`.
     #[inline]
     pub(crate) const fn tagged(self, tag: u64) -> Self {
-        Self((self.0 & !(KEY_MASK & !GENERATION_MASK)) | ((tag << PERMIT_GENERATION_BITS) & KEY_MASK))
+        Self(
+            (self.0 & !(KEY_MASK & !GENERATION_MASK))
+                | ((tag << PERMIT_GENERATION_BITS) & KEY_MASK),
+        )
     }
 
     /// Generation and tag: what a record compares with the breaker it lands on.
@@ -217,7 +220,6 @@ pub enum NotRecorded {
     /// tool's next call may probe.
     ForeignPermit = 65535,
 }
-
 
 impl NotRecorded {
     /// `invalid_name` or `foreign_permit`.

@@ -16,8 +16,8 @@ use tracing::{Instrument as _, Span};
 
 use crate::call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
 use crate::hook::{self, Verdict};
-use crate::registry::{NameError, ToolHealthRegistry};
 use crate::registry::Escaped;
+use crate::registry::{NameError, ToolHealthRegistry};
 use crate::semconv;
 
 /// `error.type` of a call cut off by [`ToolCall::timeout`].
@@ -46,7 +46,10 @@ impl ToolHealthRegistry {
     pub fn call(self: &Arc<Self>, tool: &str) -> ToolCall {
         let (tool, invalid) = match self.validate_name(tool) {
             Ok(()) => (tool.into(), None),
-            Err(e) => (Box::default(), Some(e)),
+            Err(e) => {
+                self.reject_name(e.len());
+                (Box::default(), Some(e))
+            }
         };
         ToolCall {
             registry: Arc::clone(self),

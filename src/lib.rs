@@ -107,8 +107,7 @@ pub use policy::{
     Apply, Backoff, CircuitBreakerConfig, JitterSource, SettingError, ToolPolicy, TripPolicy,
 };
 pub use registry::{
-    NameError, RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot,
-    UnavailableTool,
+    NameError, RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
 pub use stats::HealthStatus;

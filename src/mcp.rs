@@ -177,6 +177,7 @@ impl ToolHealthClient {
         let key_len = self.server.as_ref().map_or(0, |s| s.len() + 1) + tool.len();
         if key_len > self.registry.max_name_len() {
             // Checked before the key, the span or the gate: a name no tool has is not copied.
+            self.registry.reject_name(key_len);
             return Ok(invalid_tool_name(key_len, self.registry.max_name_len()));
         }
         let key = self.key(tool).into_owned();

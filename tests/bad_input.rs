@@ -176,7 +176,10 @@ fn a_zero_cap_is_refused_and_a_cap_of_one_still_protects_every_name() {
     assert!(!r.allow_request("t"), "the overflow breaker tripped");
     assert_eq!(r.tracked_tools(), 1);
     assert_eq!(r.overflow().failure_count, 3);
-    assert!(r.allow_request("first"), "the tracked tool keeps its own breaker");
+    assert!(
+        r.allow_request("first"),
+        "the tracked tool keeps its own breaker"
+    );
 }
 
 // Adversarial floods and spans, through the layer.
@@ -246,7 +249,11 @@ fn huge_empty_and_control_names_through_the_layer() {
         r.snapshot(&huge).is_none(),
         "a 1 MiB name is no tool's: refused, never tracked"
     );
-    assert_eq!(r.overflow().rejected_names, 2, "the span's name and the gate's");
+    assert_eq!(
+        r.overflow().rejected_names,
+        2,
+        "the span's name and the gate's"
+    );
     assert!(
         r.snapshot("").is_none(),
         "an empty name is no name: the span is ignored"

@@ -469,8 +469,14 @@ fn past_the_cap_new_names_share_one_overflow_breaker() {
     assert!(r.snapshot("c").is_none());
     // The overflow breaker (threshold 1) opened at c's first failure; the success while open
     // is a stale one. Every new name past the cap meets it.
-    assert!(!r.allow_request("c"), "past the cap a name is still protected");
-    assert!(!r.allow_request("d"), "by the one overflow breaker all new names share");
+    assert!(
+        !r.allow_request("c"),
+        "past the cap a name is still protected"
+    );
+    assert!(
+        !r.allow_request("d"),
+        "by the one overflow breaker all new names share"
+    );
     assert!(!r.is_tool_available("e"));
     assert_eq!(r.breaker_state("e"), BreakerState::Open);
     let o = r.overflow();

@@ -175,7 +175,10 @@ impl RegistryBuilder {
             return Err(SettingError::new(
                 "tools",
                 format_args!("a name of {} bytes", t.len()),
-                format!("names of at most max_name_len = {} bytes", self.max_name_len),
+                format!(
+                    "names of at most max_name_len = {} bytes",
+                    self.max_name_len
+                ),
             ));
         }
         let distinct: HashSet<&str> = self.tools.iter().map(|t| &**t).collect();

@@ -104,9 +104,7 @@ impl Entry {
     /// Whether `report`'s permit (if any) was handed out by another breaker than this entry's.
     #[inline(always)]
     pub(super) fn is_foreign(&self, report: &CallReport<'_>) -> bool {
-        report
-            .permit
-            .is_some_and(|p| p.tag() != self.breaker.tag())
+        report.permit.is_some_and(|p| p.tag() != self.breaker.tag())
     }
 
     /// Marks the entry seen in sweep epoch `epoch`, after a record's work; `false` if the

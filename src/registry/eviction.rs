@@ -29,7 +29,11 @@ impl ToolHealthRegistry {
     /// [`declare_tools`](Self::declare_tools)), so a control never fails for want of a slot
     /// while declarations are left. `None` for a name longer than `max_name_len`, or past the
     /// cap when every slot is declared.
-    pub(super) fn with_entry_or_declare<R>(&self, tool: &str, f: impl Fn(&Entry) -> R) -> Option<R> {
+    pub(super) fn with_entry_or_declare<R>(
+        &self,
+        tool: &str,
+        f: impl Fn(&Entry) -> R,
+    ) -> Option<R> {
         self.with_entry_or_insert_as(tool, true, f)
     }
 

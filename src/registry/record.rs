@@ -184,7 +184,12 @@ impl ToolHealthRegistry {
     /// its body, not one per cold caller (each copy would weigh on the inlining of the hot one).
     #[cold]
     #[inline(never)]
-    fn apply_record_cold(&self, e: &Entry, report: &CallReport<'_>, duration: Duration) -> Recorded {
+    fn apply_record_cold(
+        &self,
+        e: &Entry,
+        report: &CallReport<'_>,
+        duration: Duration,
+    ) -> Recorded {
         self.apply_record(e, report, duration).unwrap_or_default()
     }
 
@@ -466,7 +471,9 @@ impl ToolHealthRegistry {
             self.release_owner(permit);
             return Recorded::default();
         }
-        let recorded = e.breaker.release(Some(permit.generation()), self.now_step());
+        let recorded = e
+            .breaker
+            .release(Some(permit.generation()), self.now_step());
         self.notify_transitions(tool, &recorded);
         recorded
     }

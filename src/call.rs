@@ -370,3 +370,43 @@ impl<'a> CallReport<'a> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gates_values_stay_small() {
+        // Two words: the gate's answer is returned in registers (`BENCHMARKS.md`).
+        assert_eq!(std::mem::size_of::<Permit>(), 8);
+        assert_eq!(std::mem::size_of::<GateDecision>(), 16);
+        assert_eq!(std::mem::size_of::<Option<NotRecorded>>(), 2);
+    }
+
+    #[test]
+    fn a_permit_packs_generation_tag_and_kind() {
+        let p = Permit::probe(0x3F_FFFF).tagged(0xFFFF_FFFF);
+        assert_eq!(p.generation(), 0x3F_FFFF);
+        assert_eq!(p.tag(), 0xFFFF_FFFF);
+        assert!(p.is_probe() && !p.is_shadow_refused());
+        let s = Permit::shadow_refused(7).tagged(9);
+        assert_eq!((s.generation(), s.tag()), (7, 9));
+        assert!(s.is_shadow_refused() && !s.is_probe());
+        // Re-tagging replaces the tag, keeps the rest; the key drops the kind.
+        let t = s.tagged(3);
+        assert_eq!(
+            (t.generation(), t.tag(), t.is_shadow_refused()),
+            (7, 3, true)
+        );
+        assert_eq!(t.key(), 7 | 3 << PERMIT_GENERATION_BITS);
+        assert_eq!(Permit::from_key(t.key()), Permit::admitted(7).tagged(3));
+        // The closed word a permit came from: the key above two zero state bits.
+        assert_eq!(t.closed_word(), t.key() << 2);
+        let g = GateDecision::Probe(Permit::probe(1)).tagged(5);
+        assert_eq!(g.permit().unwrap().tag(), 5);
+        let refused = GateDecision::Refused {
+            retry_after: Duration::MAX,
+        };
+        assert_eq!(refused.tagged(5), refused);
+    }
+}

@@ -142,3 +142,8 @@ pub use stats::{DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// `docs/untrusted-input.md`'s code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/untrusted-input.md")]
+struct UntrustedInputDoctests;

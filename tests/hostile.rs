@@ -251,6 +251,16 @@ fn a_name_longer_than_the_limit_is_refused_everywhere_without_a_copy() {
         );
     });
     assert!(bytes < NO_COPY, "the gate allocated {bytes} bytes");
+    eprintln!("1 MiB name, gate: {bytes} bytes allocated");
+    let ((), again) = allocated_by(|| {
+        for _ in 0..100 {
+            assert!(!r.allow_request(&huge));
+        }
+    });
+    assert_eq!(
+        again, 0,
+        "after the first (which logs once), the gate allocates nothing"
+    );
     let err = r.try_check(&huge).unwrap_err();
     assert_eq!((err.len(), err.max()), (1 << 20, 256));
     assert_eq!(
@@ -272,6 +282,7 @@ fn a_name_longer_than_the_limit_is_refused_everywhere_without_a_copy() {
         ]
     });
     assert!(bytes < NO_COPY, "the records allocated {bytes} bytes");
+    eprintln!("1 MiB name, records: {bytes} bytes allocated");
     for rec in recorded {
         assert_eq!(rec.not_recorded, Some(NotRecorded::InvalidName));
         assert!(!rec.is_recorded());
@@ -286,6 +297,7 @@ fn a_name_longer_than_the_limit_is_refused_everywhere_without_a_copy() {
         r.set_tool_policy(&huge, ToolPolicy::default(), tool_health::Apply::Now);
     });
     assert!(bytes < NO_COPY, "the controls allocated {bytes} bytes");
+    eprintln!("1 MiB name, controls: {bytes} bytes allocated");
     let err = r
         .try_set_tool_policy(&huge, ToolPolicy::default(), tool_health::Apply::Now)
         .unwrap_err();
@@ -299,6 +311,7 @@ fn a_name_longer_than_the_limit_is_refused_everywhere_without_a_copy() {
             .run_blocking(|| -> Result<(), std::io::Error> { panic!("never called") })
     });
     assert!(bytes < NO_COPY, "the helper allocated {bytes} bytes");
+    eprintln!("1 MiB name, helper: {bytes} bytes allocated");
     match result {
         Err(CallError::InvalidName(e)) => {
             assert_eq!(e.len(), 1 << 20);
@@ -338,15 +351,16 @@ fn a_name_longer_than_the_limit_is_refused_everywhere_without_a_copy() {
         })
     });
     assert!(bytes < NO_COPY, "the layer allocated {bytes} bytes");
+    eprintln!("1 MiB name, layer: {bytes} bytes allocated");
 
     // Nothing was tracked or counted for it; each refused gate call, record, helper call and
-    // tool span is counted as a rejected name (2 gate calls, 3 records, 2 helper calls, the
+    // tool span is counted as a rejected name (102 gate calls, 3 records, 2 helper calls, the
     // span and its gate call).
     assert_eq!(r.tracked_tools(), 0, "the gate creates nothing");
     assert!(r.snapshot(&huge).is_none());
     let o = r.overflow();
     assert_eq!((o.records, o.success_count + o.failure_count), (0, 0));
-    assert_eq!(o.rejected_names, 9, "{o:?}");
+    assert_eq!(o.rejected_names, 109, "{o:?}");
 }
 
 #[test]
@@ -537,6 +551,7 @@ fn invalid_utf8_and_huge_debug_values_through_span_fields() {
     // Read through their `Debug` text, cut at 1 KiB: the 1 MiB values (≈ 4 MiB of text) are
     // refused without being formatted whole.
     assert!(bytes < 64 * 1024, "the layer allocated {bytes} bytes");
+    eprintln!("invalid UTF-8 and 1 MiB Debug values on span fields: {bytes} bytes allocated");
     let shown = format!("{invalid:?}");
     assert_eq!(r.snapshot(&shown).unwrap().success_count, 1, "{shown}");
     assert_eq!(r.tracked_tools(), 1);

@@ -143,3 +143,27 @@ mod tests {
         assert_eq!(next_gen(GEN_MASK), 0, "generations wrap inside their field");
     }
 }
+
+#[cfg(test)]
+mod tag_tests {
+    use super::*;
+    use crate::call::Permit;
+
+    #[test]
+    fn a_closed_word_carries_its_tag_and_shifts_to_its_permits_key() {
+        let w = Word::closed(5).tagged(0xDEAD_BEEF);
+        assert_eq!(Word::decode(w.encode()), w);
+        let key = Word::closed_key(w.encode()).unwrap();
+        let permit = Permit::admitted(5).tagged(0xDEAD_BEEF);
+        assert_eq!(key, permit.key());
+        assert_eq!(permit.closed_word(), w.encode());
+        // Other states keep their deadline, and have no key.
+        let o = Word::open(5, Ticks::new(1234));
+        assert_eq!(o.tagged(77), o);
+        assert_eq!(Word::closed_key(o.encode()), None);
+        assert_eq!(
+            Word::closed_key(Word::half_open(5, Ticks::new(9)).encode()),
+            None
+        );
+    }
+}

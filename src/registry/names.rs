@@ -150,6 +150,10 @@ impl NameError {
     }
 
     /// The refused name's length in bytes.
+    #[allow(
+        clippy::len_without_is_empty,
+        reason = "the length of a name too long: never empty"
+    )]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -180,5 +184,24 @@ pub(crate) struct Escaped<'a>(pub(crate) &'a str);
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0.escape_debug(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_message_shows_a_name_escaped() {
+        let shown = Escaped("a\nb\x1b[31m\t\u{202e}\"`\\é").to_string();
+        assert_eq!(shown, "a\\nb\\u{1b}[31m\\t\\u{202e}\\\"`\\\\é");
+        assert!(!shown.contains(['\n', '\x1b', '\u{202e}']));
+    }
+
+    #[test]
+    fn the_limit_is_inclusive() {
+        assert!(NameError::check(256, 256).is_ok());
+        let e = NameError::check(257, 256).unwrap_err();
+        assert_eq!((e.len(), e.max()), (257, 256));
     }
 }

@@ -363,9 +363,9 @@ impl LayerCore {
             out: &mut fields,
             max_name_len: self.registry.max_name_len(),
         });
-        if let Some(len) = fields.rejected_name {
+        if fields.rejected_name != 0 {
             // Counted (and the first logged) by the registry, with no lock of ours held.
-            self.registry.reject_name(len);
+            self.registry.reject_name(fields.rejected_name as usize);
         }
         fields
     }

@@ -33,9 +33,11 @@ pub(crate) struct SpanFields {
     pub(crate) http_status: Option<u64>,
     /// Seconds.
     pub(crate) retry_after: Option<f64>,
-    /// The length of a name value refused for being longer than the registry takes (the span
-    /// then has no name from that source: it is no tool span, and nothing is copied).
-    pub(crate) rejected_name: Option<usize>,
+    /// The length (saturated) of a name value refused for being longer than the registry
+    /// takes, 0 for none: the span then has no name from that source (it is no tool span), and
+    /// nothing is copied. Four bytes, in the padding the one-byte fields leave: a span's fields
+    /// are moved by value, and a wider struct costs every tool span.
+    pub(crate) rejected_name: u32,
 }
 
 impl SpanFields {
@@ -48,7 +50,7 @@ impl SpanFields {
             && self.status.is_none()
             && self.http_status.is_none()
             && self.retry_after.is_none()
-            && self.rejected_name.is_none()
+            && self.rejected_name == 0
     }
 }
 
@@ -84,12 +86,11 @@ pub(crate) struct SpanVisitor<'a> {
 /// more than this to read.
 const DEBUG_TEXT_LIMIT: usize = 1024;
 
-/// A `fmt::Write` that keeps at most `limit` bytes (cut at a character boundary) and says
-/// whether there was more.
+/// A `fmt::Write` that keeps at most `limit` bytes (cut at a character boundary) and stops
+/// the formatting there.
 struct Bounded {
     text: String,
     limit: usize,
-    cut: bool,
 }
 
 impl fmt::Write for Bounded {
@@ -104,30 +105,24 @@ impl fmt::Write for Bounded {
             end -= 1;
         }
         self.text.push_str(&s[..end]);
-        self.cut = true;
         Err(fmt::Error) // stop formatting: the rest is not wanted
     }
 }
 
 impl SpanVisitor<'_> {
-    /// A `Debug` value's text, at most the larger of the name limit (plus one, to tell a name
-    /// too long) and [`DEBUG_TEXT_LIMIT`]; and whether it was cut.
-    fn debug_text(&self, value: &dyn fmt::Debug) -> (String, bool) {
+    /// A `Debug` value's text, at most the larger of [`DEBUG_TEXT_LIMIT`] and the name limit
+    /// plus four: a text cut there (at a character boundary, up to three bytes short) is still
+    /// longer than a name may be, so a name cut short is refused, never taken truncated.
+    fn debug_text(&self, value: &dyn fmt::Debug) -> String {
         let mut out = Bounded {
             text: String::new(),
-            limit: self.max_name_len.saturating_add(1).max(DEBUG_TEXT_LIMIT),
-            cut: false,
+            limit: self.max_name_len.saturating_add(4).max(DEBUG_TEXT_LIMIT),
         };
         let _ = fmt::write(&mut out, format_args!("{value:?}"));
-        (out.text, out.cut)
+        out.text
     }
 
     fn value(&mut self, field: &Field, value: &str) {
-        self.value_cut(field, value, false);
-    }
-
-    /// [`value`](Self::value) of a text that may have been cut (`cut`: it was longer).
-    fn value_cut(&mut self, field: &Field, value: &str, cut: bool) {
         let name = field.name();
         for (field_name, meaning) in self.convention.fields.iter() {
             if field_name != name {
@@ -143,10 +138,10 @@ impl SpanVisitor<'_> {
                         None => value,
                     };
                     if self.out.name.as_ref().is_none_or(|(r, _)| rank <= r) {
-                        if cut || value.len() > self.max_name_len {
+                        if value.len() > self.max_name_len {
                             // No tool's name: refused, not copied (an empty name is no name).
                             self.out.name = Some((*rank, String::new()));
-                            self.out.rejected_name = Some(value.len());
+                            self.out.rejected_name = u32::try_from(value.len()).unwrap_or(u32::MAX);
                         } else {
                             self.out.name = Some((*rank, value.to_owned()));
                         }
@@ -209,8 +204,8 @@ impl SpanVisitor<'_> {
             }
         }
         if as_text {
-            let (text, cut) = self.debug_text(text);
-            self.value_cut(field, &text, cut);
+            let text = self.debug_text(text);
+            self.value(field, &text);
         }
     }
 }
@@ -235,8 +230,8 @@ impl Visit for SpanVisitor<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         // Only format the fields we read: the others may be large or slow to format.
         if self.convention.reads(field.name()) {
-            let (text, cut) = self.debug_text(value);
-            self.value_cut(field, &text, cut);
+            let text = self.debug_text(value);
+            self.value(field, &text);
         }
     }
 }

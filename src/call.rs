@@ -205,7 +205,7 @@ impl Permit {
 /// Why a record changed nothing: the result was refused (see [`Recorded::not_recorded`]).
 ///
 /// [`Recorded::not_recorded`]: crate::Recorded::not_recorded
-// Two bytes (see `Recorded`'s layout), `None` of `Option<NotRecorded>` the zero value.
+// Two bytes wide: see `Recorded`'s layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 #[repr(u16)]
@@ -214,11 +214,11 @@ pub enum NotRecorded {
     /// [`max_name_len`](crate::ToolHealthRegistry::max_name_len): no tool by that name can be
     /// tracked, and nothing was counted for it (see
     /// [`ToolHealthRegistry::validate_name`](crate::ToolHealthRegistry::validate_name)).
-    InvalidName = 65534,
+    InvalidName,
     /// The permit was handed out for another tool: the result was not recorded (neither tool's
     /// stats or breaker took it), and a probe permit was given back to its own tool, so that
     /// tool's next call may probe.
-    ForeignPermit = 65535,
+    ForeignPermit,
 }
 
 impl NotRecorded {

@@ -247,7 +247,8 @@ impl ToolHealthRegistry {
     }
 
     /// Every tool the gate would refuse right now, sorted by name: what to leave out of the tool
-    /// list offered to the model, with when to try again.
+    /// list offered to the model, with when to try again. Tracked tools only: the names past the
+    /// cap share the overflow breaker, whose state is in [`overflow`](Self::overflow).
     ///
     /// ```
     /// use std::time::Duration;

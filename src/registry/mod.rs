@@ -196,7 +196,9 @@ impl fmt::Debug for ToolHealthRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHealthRegistry")
             .field("tracked_tools", &self.tracked_tools())
+            .field("declared_tools", &self.declared_tools())
             .field("max_tools", &self.max_tools)
+            .field("max_name_len", &self.max_name_len)
             .field("default_policy", &**self.default_policy.load())
             .field("clock", &self.clock)
             .finish_non_exhaustive()

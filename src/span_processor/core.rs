@@ -196,11 +196,6 @@ impl ProcessorCore {
         // `otel.name` became the span's name.
         fields.read(c, semconv::OTEL_NAME, span.name());
         span.each(&mut |k, v| read(&mut fields, c, k, v));
-        if span.get(semconv::GATE_DECISION).is_some() {
-            // The layer bound a gate decision to this span: it records the call (and holds the
-            // permit); the processor never counts it again.
-            return;
-        }
         let mut seen = Observed::new(c.completion_marker);
         seen.apply(fields);
         match span.status() {
@@ -247,9 +242,12 @@ impl ProcessorCore {
             return;
         };
         let registry = &self.registry;
-        if hook::take_layer_recorded(registry.address(), hook::tool_hash(tool), registry.now()) {
-            // The layer just recorded this very call (it closed the tracing span this one
-            // was bridged from): one call, one record.
+        let marked =
+            hook::take_layer_recorded(registry.address(), hook::tool_hash(tool), registry.now());
+        if marked || span.get(semconv::GATE_DECISION).is_some() {
+            // The layer just handled this very call (it closed the tracing span this one was
+            // bridged from), or bound a gate decision to it: one call, one record — the
+            // layer's, which holds the permit.
             return;
         }
         if seen.refused {

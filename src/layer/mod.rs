@@ -41,8 +41,9 @@
 //! carry an error type or mean failure, and which field is the framework's own outcome. The
 //! first convention that matches a callsite decides how its spans are read.
 //!
-//! With no configuration ([`Convention::builtin`]): rig, langchain-rust, adk and swiftide, each
-//! matched on its crate's target (so they can claim nothing else), then the OpenTelemetry MCP
+//! With no configuration ([`Convention::builtin`]): rig, langchain-rust, adk, swiftide and genai,
+//! each matched on its crate's target (so they can claim nothing else), autoagents' spans (left
+//! to the span processor: [`Convention::sdk_only`]), then the OpenTelemetry MCP
 //! client span (`mcp.method.name = "tools/call"`) and the OpenTelemetry GenAI convention
 //! (`gen_ai.operation.name = "execute_tool"` and `gen_ai.tool.name`; a span that declares
 //! `gen_ai.tool.name` and no operation field counts too; one whose operation is anything else,
@@ -103,6 +104,15 @@
 //! and runs the calls one after another still gets each call's own latency, and tests on a
 //! [`ManualClock`](crate::ManualClock) are exact.
 //!
+//! **Verdicts after the span.** adk and swiftide report a failed call by an event in the
+//! *parent* span after the tool span ([`Convention::late_failure`]). Their calls that end
+//! without a failure of their own wait — bounded, no allocation per call — for the framework's
+//! next move in the parent: the matching event (by tool name, oldest call first) fails the
+//! call; another event there, a new tool span there or the parent's end makes it a success; at
+//! the latest [`DEFERRED_VERDICT_BOUND`] after its end, or half its tool's probe lease if
+//! sooner, it is recorded as a success (every layer callback and every gate call flush what is
+//! due). A call with no parent span is recorded at its close.
+//!
 //! **Strict mode** ([`strict`](ToolHealthLayerBuilder::strict)): a span that closes without a
 //! completion marker was cancelled (a dropped future, a timeout around the call): it is
 //! counted as [`CallOutcome::Cancelled`] — `cancelled_count` in the snapshot,
@@ -124,8 +134,9 @@
 //! ([`ToolHealthRegistry::call`](crate::ToolHealthRegistry::call)) settles its span's outcome
 //! itself and needs no marker.
 //!
-//! A convention whose spans mark nothing on success (langchain-rust, adk, swiftide:
-//! [`Convention::no_completion_marker`]) is always taken as completed; a recorded outcome
+//! A convention whose spans mark nothing on success (langchain-rust, adk, swiftide, genai:
+//! [`Convention::no_completion_marker`]) is always taken as completed — a close without a
+//! failure is a success even in strict mode; a recorded outcome
 //! field (rig's `gen_ai.tool.call.outcome`), error type or failure field marks completion too.
 //!
 //! # The span-aware gate
@@ -222,6 +233,7 @@
 //! | `bind.rs` | the span-aware gate: each thread's entered tool spans, binding decisions to them |
 //! | `settle.rs` | the call helper's side: joining a tool span, settling its outcome |
 //! | `close.rs` | a closed tool span → a record in the registry |
+//! | `late.rs` | calls whose verdict comes after their span: waiting for the framework's next move |
 //! | `otel.rs` | annotations on the OpenTelemetry span |
 
 mod bind;

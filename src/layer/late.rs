@@ -67,7 +67,9 @@ impl LayerCore {
             }
             if late_convention {
                 let item = (cell.clone(), id.clone(), name.unwrap_or(0));
-                let _ = late.open(parent.into_u64(), item, &mut out);
+                if late.open(parent.into_u64(), item, &mut out).is_ok() {
+                    cell.lock().late = true;
+                }
             }
         }
         self.record_late(out);
@@ -82,9 +84,10 @@ impl LayerCore {
         end: Duration,
         nested: bool,
     ) -> bool {
-        let Some(late) = self.late.as_ref() else {
+        let Some(late) = self.late.as_ref().filter(|_| state.late) else {
             return false;
         };
+        state.late = false;
         let is_item = |w: &Waiting| Arc::ptr_eq(&w.0 .0, &cell.0);
         if nested {
             // Folded into the span around it, which records the call.

@@ -81,6 +81,8 @@ pub(crate) struct ToolSpan {
     pub(crate) closed: bool,
     /// The registry clock when the span closed (the call's end).
     pub(crate) ended: Option<Duration>,
+    /// The call is in the late-verdict table (`late.rs`): its close asks it.
+    pub(crate) late: bool,
     pub(crate) binding: Option<Binding>,
     /// The outcome the call helper settled, if it did: wins over inference.
     pub(crate) settled: Option<Settled>,
@@ -110,6 +112,7 @@ impl ToolSpan {
             seen: Observed::new(completion_marker),
             closed: false,
             ended: None,
+            late: false,
             binding: None,
             settled: None,
         }

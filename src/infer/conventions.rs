@@ -411,7 +411,8 @@ impl Convention {
     /// ends without a failure of its own then waits for the framework's next move in the
     /// parent: the matching event fails it (the oldest waiting call of the named tool —
     /// concurrent calls of one parent are told apart by tool name, in the order they started);
-    /// another event there, a new tool span there or the parent's end makes it a success. It
+    /// another event of the framework's (from the verdict's target) there, a new tool span there
+    /// or the parent's end makes it a success. It
     /// never waits longer than [`DEFERRED_VERDICT_BOUND`](crate::layer::DEFERRED_VERDICT_BOUND)
     /// or half its tool's probe lease (so a probe's verdict is never stale): every callback of
     /// the feed, and the gate, flush what is due.

@@ -20,7 +20,7 @@ use tracing::Event;
 use tracing_core::field::{Field, Visit};
 
 use crate::hook;
-use crate::infer::conventions::{Compiled, LateFailure};
+use crate::infer::conventions::{within, Compiled, LateFailure};
 use crate::infer::deferred::{self, Closed, Deferred, Resolution, Resolved};
 
 use super::span_state::{SpanCell, ToolSpan};
@@ -136,7 +136,7 @@ impl LayerCore {
     }
 
     /// An event in a span that may be the parent of waiting calls: a verdict fails its call,
-    /// anything else is the framework's next move there.
+    /// another event of the framework's (its crate's target) is its next move there.
     pub(super) fn late_event(
         &self,
         late: &Deferred<Waiting>,
@@ -170,7 +170,15 @@ impl LayerCore {
                 break;
             }
         }
-        if !is_verdict {
+        // Only the framework's own events are its moves: an event an application hook logs in
+        // the parent (swiftide's `after_tool`, say) may come before the framework's verdict.
+        let target = event.metadata().target();
+        let framework = self
+            .compiled
+            .iter()
+            .filter_map(|c| c.late_failure.as_ref())
+            .any(|lf| within(target, &lf.target));
+        if !is_verdict && framework {
             late.moved_on(key, false, &mut out);
         }
         self.record_late(out);

@@ -156,13 +156,19 @@ pub(crate) fn install_processor() {
     PROCESSOR.store(true, Ordering::Relaxed);
 }
 
-/// The layer handled (recorded, deferred or folded) a call of the tool whose name has
-/// fingerprint `tool`, at `now`. One relaxed load while no span processor exists.
-#[inline]
-pub(crate) fn mark_layer_recorded(registry: usize, tool: u64, now: Duration) {
-    if PROCESSOR.load(Ordering::Relaxed) {
-        let _ = LAYER_RECORDED.try_with(|c| c.set(Some((registry, tool, now))));
-    }
+/// Whether a span processor exists in the process (the layer's close then marks its calls):
+/// one relaxed load.
+#[inline(always)]
+pub(crate) fn processor_installed() -> bool {
+    PROCESSOR.load(Ordering::Relaxed)
+}
+
+/// The layer handled (recorded, deferred or folded) a call of `tool` at `now`.
+#[cold]
+#[inline(never)]
+pub(crate) fn mark_layer_recorded(registry: usize, tool: &str, now: Duration) {
+    let hash = tool_hash(tool);
+    let _ = LAYER_RECORDED.try_with(|c| c.set(Some((registry, hash, now))));
 }
 
 /// Whether the layer just recorded this call (and forgets it: one skip per record).

@@ -67,7 +67,9 @@ impl SpanFields {
             && self.retry_after.is_none()
     }
 
-    /// Reads `field` = `value` (text) the way `convention` says.
+    /// Reads `field` = `value` (text) the way `convention` says (inlined into the visitor's
+    /// `record_str`: the layer's hot path, as before the feeds shared it).
+    #[inline(always)]
     pub(crate) fn read(&mut self, convention: &Compiled, field: &str, value: &str) {
         for (field_name, meaning) in convention.fields.iter() {
             if field_name != field {

@@ -90,8 +90,7 @@ impl ToolHealthLayer {
         let mut transitions: Vec<Transition> = Vec::new();
         match outcome {
             Some(outcome) => {
-                let end = state.ended.unwrap_or_else(|| registry.now());
-                let duration = end.saturating_sub(state.start);
+                let duration = registry.now().saturating_sub(state.start);
                 let mut report = CallReport::new(outcome, duration);
                 if let Some(p) = permit {
                     report = report.permit(p);

@@ -195,11 +195,16 @@ impl LayerCore {
         self.record_late(out);
     }
 
-    /// Records the calls that are due now.
+    /// Records the calls that are due now (two loads while none waits).
+    #[inline]
     pub(super) fn late_flush_due(&self) {
-        let Some(late) = self.late_busy() else {
-            return;
-        };
+        if let Some(late) = self.late_busy() {
+            self.late_flush_due_slow(late);
+        }
+    }
+
+    #[inline(never)]
+    fn late_flush_due_slow(&self, late: &Deferred<Waiting>) {
         // The clock is read with no lock held (a clock may be user code).
         let now = self.registry.now();
         loop {
@@ -225,13 +230,18 @@ impl LayerCore {
         // written on them any more.
         let layer = ToolHealthLayer::detached(core);
         for ((cell, id, _), how, end) in out.drain() {
-            if end.is_none() {
+            let Some(end) = end else {
                 // Let go while still open (its parent ended): it records at its own close.
                 continue;
-            }
+            };
             self.live_tool_spans.fetch_sub(1, Ordering::Relaxed);
             hook::deferred_add(-1);
+            // The close path measures to "now": shift the start so that it measures the
+            // call's own duration, from its first enter to its span's end.
+            let now = self.registry.now();
             let mut state = cell.lock();
+            let duration = end.saturating_sub(state.start);
+            state.start = now.saturating_sub(duration);
             if how == Resolution::Failed {
                 state.late_failure = true;
             }

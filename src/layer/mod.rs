@@ -383,6 +383,7 @@ impl LayerCore {
         fields
     }
 
+    #[inline]
     fn classify(&self, facts: &SpanFacts<'_>) -> Option<CallOutcome> {
         // A classifier is user code running in a subscriber callback, maybe during unwinding:
         // its panic must not escape. Fall back on the default rules.
@@ -703,20 +704,23 @@ where
             .filter(|s| self.core.role(s.metadata()).has(CallsiteRole::TOOL_SPAN))
             .find_map(|s| self.core.cell_of(&s));
         drop(span);
-        // The call's end, read once (the clock is user code; no lock but this span's own).
-        let end = self.core.registry.now();
-        state.ended = Some(end);
-        if let Some(name) = state.tool_name() {
+        if hook::processor_installed() {
             // For a span processor in the same process: this call is the layer's.
-            hook::mark_layer_recorded(self.core.registry.address(), hook::tool_hash(name), end);
+            if let Some(name) = state.tool_name() {
+                let now = self.core.registry.now();
+                hook::mark_layer_recorded(self.core.registry.address(), name, now);
+            }
         }
-        if self.core.late.is_some()
-            && self
+        if state.late {
+            // The call's end: read with no lock but this span's own (the clock is user code).
+            let end = self.core.registry.now();
+            if self
                 .core
                 .late_close(&cell, &mut state, end, outer.is_some())
-        {
-            // Waits for its framework's verdict in the parent span (`late.rs`).
-            return;
+            {
+                // Waits for its framework's verdict in the parent span (`late.rs`).
+                return;
+            }
         }
         self.finish(&id, &mut state, outer);
         drop(state);

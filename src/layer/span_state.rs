@@ -79,8 +79,6 @@ pub(crate) struct ToolSpan {
     pub(crate) seen: Observed,
     /// The span closed: its state was taken for the record, nothing binds to it any more.
     pub(crate) closed: bool,
-    /// The registry clock when the span closed (the call's end).
-    pub(crate) ended: Option<Duration>,
     /// The call is in the late-verdict table (`late.rs`): its close asks it.
     pub(crate) late: bool,
     pub(crate) binding: Option<Binding>,
@@ -111,7 +109,6 @@ impl ToolSpan {
             entered: false,
             seen: Observed::new(completion_marker),
             closed: false,
-            ended: None,
             late: false,
             binding: None,
             settled: None,

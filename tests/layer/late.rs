@@ -220,3 +220,20 @@ fn a_span_that_failed_by_itself_is_recorded_at_once() {
     });
     assert_eq!(calls(&registry, "t"), (0, 1, 0, 0));
 }
+
+#[test]
+fn a_waiting_call_keeps_its_own_duration() {
+    let (clock, registry) = registry(0);
+    Harness::new(crate::support::Stack::Plain, ToolHealthLayer::new(registry.clone())).run(|| {
+        let step = tracing::info_span!(target: "swiftide_agents::agent", "step");
+        let _in = step.enter();
+        let span = swiftide_span("t");
+        span.in_scope(|| clock.advance(Duration::from_millis(120)));
+        drop(span);
+        // The verdict is late: the wait is not the call's.
+        clock.advance(Duration::from_secs(3));
+        swiftide_failed("c", "t");
+    });
+    let t = registry.snapshot("t").unwrap();
+    assert_eq!((t.failure_count, t.avg_duration), (1, Duration::from_millis(120)));
+}

@@ -112,17 +112,29 @@ pub(crate) fn deferred_add(n: isize) {
     }
 }
 
+/// Flushes every feed's due calls for `registry`, eight feeds at a time taken out of the list
+/// (no lock held while they record, no allocation).
 #[cold]
 #[inline(never)]
 fn flush_deferred(registry: usize) {
-    let feeds: Vec<_> = FLUSHERS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter_map(Weak::upgrade)
-        .collect();
-    for feed in feeds {
-        feed.flush_due(registry);
+    const CHUNK: usize = 8;
+    let mut from = 0;
+    loop {
+        let mut feeds: [Option<std::sync::Arc<dyn DeferredFlush>>; CHUNK] = Default::default();
+        let more = {
+            let list = FLUSHERS.lock().unwrap_or_else(PoisonError::into_inner);
+            for (slot, feed) in feeds.iter_mut().zip(list.iter().skip(from)) {
+                *slot = feed.upgrade();
+            }
+            list.len() > from + CHUNK
+        };
+        for feed in feeds.iter().flatten() {
+            feed.flush_due(registry);
+        }
+        if !more {
+            break;
+        }
+        from += CHUNK;
     }
 }
 

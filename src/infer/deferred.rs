@@ -22,7 +22,7 @@
 //! parent lives or its due time. The table never holds its lock while a record runs (records
 //! run observers, user code that may log).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -85,6 +85,14 @@ pub(crate) struct Deferred<T> {
     slots: Mutex<(u64, Vec<Option<Slot<T>>>)>,
     /// Slots in use. Relaxed: a hint read on hot paths; the lock decides.
     used: AtomicUsize,
+    /// The earliest due time of a closed call, in nanoseconds of the feed's clock (`u64::MAX`:
+    /// none), so that a flush with nothing due takes no lock. Relaxed: written under the lock,
+    /// read as a hint (a flush that misses a just-closed call flushes it next time).
+    next_due: AtomicU64,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Resolved calls handed back, at most [`BATCH`] per pass, without allocating.
@@ -140,6 +148,7 @@ impl<T> Deferred<T> {
         Self {
             slots: Mutex::new((0, (0..CAPACITY).map(|_| None).collect())),
             used: AtomicUsize::new(0),
+            next_due: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -224,6 +233,7 @@ impl<T> Deferred<T> {
         if let Some(s) = slot.as_mut() {
             s.closed = Some((end, due));
         }
+        self.next_due.fetch_min(nanos(due), Ordering::Relaxed);
         Closed::Waits
     }
 
@@ -303,6 +313,10 @@ impl<T> Deferred<T> {
 
     /// Resolves the closed calls due at `now`.
     pub(crate) fn flush_due(&self, now: Duration, out: &mut Resolved<T>) {
+        // No lock while nothing is due.
+        if nanos(now) < self.next_due.load(Ordering::Relaxed) {
+            return;
+        }
         self.take_where(out, |s| s.closed.is_some_and(|(_, due)| due <= now));
     }
 
@@ -327,6 +341,14 @@ impl<T> Deferred<T> {
                 }
             }
         }
+        // The earliest due time of what is left.
+        let next = guard
+            .1
+            .iter()
+            .filter_map(|s| s.as_ref().and_then(|s| s.closed).map(|(_, due)| nanos(due)))
+            .min()
+            .unwrap_or(u64::MAX);
+        self.next_due.store(next, Ordering::Relaxed);
     }
 
     /// A fresh batch to resolve into.

@@ -224,7 +224,11 @@ fn a_span_that_failed_by_itself_is_recorded_at_once() {
 #[test]
 fn a_waiting_call_keeps_its_own_duration() {
     let (clock, registry) = registry(0);
-    Harness::new(crate::support::Stack::Plain, ToolHealthLayer::new(registry.clone())).run(|| {
+    Harness::new(
+        crate::support::Stack::Plain,
+        ToolHealthLayer::new(registry.clone()),
+    )
+    .run(|| {
         let step = tracing::info_span!(target: "swiftide_agents::agent", "step");
         let _in = step.enter();
         let span = swiftide_span("t");
@@ -235,5 +239,8 @@ fn a_waiting_call_keeps_its_own_duration() {
         swiftide_failed("c", "t");
     });
     let t = registry.snapshot("t").unwrap();
-    assert_eq!((t.failure_count, t.avg_duration), (1, Duration::from_millis(120)));
+    assert_eq!(
+        (t.failure_count, t.avg_duration),
+        (1, Duration::from_millis(120))
+    );
 }

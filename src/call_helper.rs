@@ -256,17 +256,17 @@ impl<C> ToolCall<C> {
                 Some(limit) => with_timeout(limit, guarded).await,
             };
             let Some(result) = result else {
-                pending.finish(CallOutcome::Failure, Some(TIMEOUT_ERROR_TYPE));
+                pending.finish(Some(CallOutcome::Failure), Some(TIMEOUT_ERROR_TYPE));
                 return Err(CallError::TimedOut {
                     tool: pending.tool.to_string(),
                     after: timeout.unwrap_or_default(),
                 });
             };
             match &result {
-                Ok(_) => pending.finish(CallOutcome::Success, None),
+                Ok(_) => pending.finish(Some(CallOutcome::Success), None),
                 Err(e) => {
                     let class = classify.classify(e);
-                    pending.finish(class.outcome, Some(&class.error_type));
+                    pending.finish(class.recorded(), Some(&class.error_type));
                 }
             }
             result.map_err(CallError::Tool)
@@ -294,10 +294,10 @@ impl<C> ToolCall<C> {
         pending.admitted(permit);
         let result = call();
         match &result {
-            Ok(_) => pending.finish(CallOutcome::Success, None),
+            Ok(_) => pending.finish(Some(CallOutcome::Success), None),
             Err(e) => {
                 let class = self.classify.classify(e);
-                pending.finish(class.outcome, Some(&class.error_type));
+                pending.finish(class.recorded(), Some(&class.error_type));
             }
         }
         result.map_err(CallError::Tool)
@@ -413,12 +413,16 @@ impl Pending {
         }
     }
 
-    /// Records the call's outcome, once.
-    fn finish(&mut self, outcome: CallOutcome, error_type: Option<&str>) {
+    /// Records the call's outcome, once; `None`: the call says nothing about the tool, nothing
+    /// is recorded and a probe goes back ([`ErrorClass::unrecorded`]).
+    fn finish(&mut self, outcome: Option<CallOutcome>, error_type: Option<&str>) {
         let Some((permit, started)) = self.open.take() else {
             return;
         };
-        let failed = matches!(outcome, CallOutcome::Failure | CallOutcome::Ignored);
+        let failed = matches!(
+            outcome,
+            None | Some(CallOutcome::Failure | CallOutcome::Ignored)
+        );
         let error_type = error_type.filter(|t| failed && !t.is_empty());
         if let Some(error_type) = error_type {
             self.span.record(semconv::ERROR_TYPE, error_type);
@@ -436,6 +440,12 @@ impl Pending {
                 let _ = hook::settle(self.registry.address(), &self.tool, &self.span, &verdict);
             }
             Recorder::Helper => {
+                let Some(outcome) = outcome else {
+                    if permit.is_probe() {
+                        self.registry.release(&self.tool, permit);
+                    }
+                    return;
+                };
                 let duration = self.registry.now().saturating_sub(started);
                 let mut report = CallReport::new(outcome, duration);
                 report.error_type = error_type;
@@ -460,9 +470,9 @@ impl Drop for Pending {
             return;
         }
         if std::thread::panicking() {
-            self.finish(CallOutcome::Failure, Some(PANIC_ERROR_TYPE));
+            self.finish(Some(CallOutcome::Failure), Some(PANIC_ERROR_TYPE));
         } else {
-            self.finish(CallOutcome::Cancelled, None);
+            self.finish(Some(CallOutcome::Cancelled), None);
         }
     }
 }
@@ -474,7 +484,7 @@ impl Drop for OnPanic<'_> {
     fn drop(&mut self) {
         if let Some(pending) = self.0.take() {
             if std::thread::panicking() {
-                pending.finish(CallOutcome::Failure, Some(PANIC_ERROR_TYPE));
+                pending.finish(Some(CallOutcome::Failure), Some(PANIC_ERROR_TYPE));
             }
         }
     }
@@ -486,6 +496,8 @@ impl Drop for OnPanic<'_> {
 pub struct ErrorClass {
     outcome: CallOutcome,
     error_type: Cow<'static, str>,
+    /// `false`: [`ErrorClass::unrecorded`].
+    recorded: bool,
 }
 
 impl ErrorClass {
@@ -494,6 +506,7 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Failure,
             error_type: error_type.into(),
+            recorded: true,
         }
     }
 
@@ -503,6 +516,7 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Ignored,
             error_type: error_type.into(),
+            recorded: true,
         }
     }
 
@@ -512,6 +526,7 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Cancelled,
             error_type: Cow::Borrowed(semconv::CANCELLED),
+            recorded: true,
         }
     }
 
@@ -520,12 +535,51 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Success,
             error_type: Cow::Borrowed(""),
+            recorded: true,
         }
     }
 
-    /// The outcome recorded.
+    /// The answer says nothing about this tool — the call never reached it (e.g. the server
+    /// does not know the name, or the connection to the server failed): **nothing** is
+    /// recorded for the tool (no entry is created for a name never seen), a probe goes back at
+    /// once, and `error_type` is still written on the span. [`outcome`](Self::outcome) reads
+    /// [`CallOutcome::Ignored`] (neither a success nor a failure).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use tool_health::{ErrorClass, ToolHealthRegistry};
+    ///
+    /// let registry = Arc::new(ToolHealthRegistry::new());
+    /// let r = registry
+    ///     .call("invented_by_the_model")
+    ///     .classify(|_: &&str| ErrorClass::unrecorded("unknown_tool"))
+    ///     .run_blocking(|| Err::<(), _>("no such tool"));
+    /// assert!(r.is_err());
+    /// assert!(registry.snapshot("invented_by_the_model").is_none());
+    /// ```
+    pub fn unrecorded(error_type: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            outcome: CallOutcome::Ignored,
+            error_type: error_type.into(),
+            recorded: false,
+        }
+    }
+
+    /// The outcome recorded ([`CallOutcome::Ignored`] for an
+    /// [`unrecorded`](Self::unrecorded) class, which records nothing).
     pub fn outcome(&self) -> CallOutcome {
         self.outcome
+    }
+
+    /// Whether anything is recorded for the tool: `false` only for
+    /// [`unrecorded`](Self::unrecorded).
+    pub fn is_recorded(&self) -> bool {
+        self.recorded
+    }
+
+    /// What the call helper records: the outcome, or nothing.
+    fn recorded(&self) -> Option<CallOutcome> {
+        self.recorded.then_some(self.outcome)
     }
 
     /// The `error.type` written on the span and given to observers.

@@ -11,6 +11,11 @@
 //! | `tool_health.breaker.transitions` | observable counter (u64) | `{transition}` | `tool_health.breaker.from`, `tool_health.breaker.to` |
 //! | `gen_ai.execute_tool.duration` | histogram (f64) | `s` | `error.type` on failed calls only; [`DURATION_BOUNDARIES`] |
 //!
+//! With feature `mcp`, one more instrument reports the MCP servers' breakers (kept apart from
+//! the tools': a server is never a `gen_ai.tool.name` series): `tool_health.server.breaker.state`,
+//! an observable gauge (i64) with `mcp.server.name` and `tool_health.breaker.state` (1 for the
+//! current state, 0 for the others), one series per state per server once a client named it.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use opentelemetry::metrics::MeterProvider as _;
@@ -98,6 +103,9 @@ use crate::semconv::{
     SOURCE_FLEET, TOOL_NAME, TRANSITION_FROM as FROM, TRANSITION_TO as TO,
 };
 
+/// The MCP servers' breaker gauge (feature `mcp`; see the module docs).
+#[cfg(feature = "mcp")]
+pub use crate::semconv::METRIC_SERVER_BREAKER_STATE as SERVER_BREAKER_STATE;
 pub use crate::semconv::{
     METRIC_BREAKER_STATE as BREAKER_STATE, METRIC_CALLS as CALLS, METRIC_DURATION as DURATION,
     METRIC_SCORE as SCORE, METRIC_TRANSITIONS as TRANSITIONS, OTHER as OVERFLOW_TOOL_NAME,
@@ -108,6 +116,26 @@ pub use crate::semconv::{
 pub const DURATION_BOUNDARIES: [f64; 14] = [
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 ];
+
+/// The instrumentation scope (meter name) the metrics are published under by this crate's own
+/// setups (`otlp`, the status router's Prometheus endpoint), which their cardinality views match.
+pub const METER_SCOPE: &str = "tool_health";
+
+/// Series per tracked tool the cardinality limit leaves room for, per instrument: the largest
+/// instrument reports five per tool (`tool_health.calls`: four outcomes and the shadow
+/// refusals), the duration histogram one plus one per `error.type`.
+pub const SERIES_PER_TOOL: usize = 8;
+
+/// The SDK cardinality limit this crate's setups give each of its instruments:
+/// [`SERIES_PER_TOOL`] series for each tool the registry can track, plus the overflow series.
+/// The SDK's default (2,000 per instrument) would fold the series of tools past about 500 into
+/// its own overflow series, silently.
+pub fn cardinality_limit(max_tools: usize) -> usize {
+    max_tools
+        .saturating_add(1)
+        .saturating_mul(SERIES_PER_TOOL)
+        .max(2_000)
+}
 
 /// The outcomes `tool_health.calls` reports, in order.
 const CALL_OUTCOMES: [CallOutcome; 4] = [
@@ -165,6 +193,38 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
             });
         }))
         .build();
+
+    // The MCP servers' own breakers (feature `mcp`): a registry of their own, never among the
+    // tools' series. Nothing is reported until a client names a server.
+    #[cfg(feature = "mcp")]
+    {
+        let weak = Arc::downgrade(registry);
+        meter
+            .i64_observable_gauge(SERVER_BREAKER_STATE)
+            .with_unit("1")
+            .with_description(
+                "MCP server circuit breaker state: 1 for the current state, 0 for the others",
+            )
+            .with_callback(move |obs| {
+                let Some(reg) = weak.upgrade() else {
+                    return;
+                };
+                let Some(servers) = reg.servers_if_any() else {
+                    return;
+                };
+                servers.for_each_tool(|server, view| {
+                    let current = view.state();
+                    for state in BreakerState::ALL {
+                        let attrs = [
+                            KeyValue::new(crate::semconv::MCP_SERVER_NAME, server.to_owned()),
+                            KeyValue::new(BREAKER_STATE, state.as_str()),
+                        ];
+                        obs.observe(i64::from(state == current), &attrs);
+                    }
+                });
+            })
+            .build();
+    }
 
     meter
         .u64_observable_counter(CALLS)

@@ -49,6 +49,13 @@ impl RegistryBuilder {
         self
     }
 
+    /// The clock of another registry (the servers' registry shares its tools' time line).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// The longest tool name the registry takes unless
     /// [`max_name_len`](Self::max_name_len) says otherwise: 256 bytes.
     pub const DEFAULT_MAX_NAME_LEN: usize = DEFAULT_MAX_NAME_LEN;
@@ -227,6 +234,8 @@ impl RegistryBuilder {
             local_rate_trips: AtomicBool::new(true),
             coordinated: AtomicBool::new(false),
             log_transitions: AtomicBool::new(self.log_transitions),
+            #[cfg(feature = "mcp")]
+            servers: std::sync::OnceLock::new(),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::policy::{Apply, CircuitBreakerConfig, SettingError, ToolPolicy};
 
@@ -128,6 +129,13 @@ impl ToolHealthRegistry {
     pub fn tool_policy(&self, tool: &str) -> ToolPolicy {
         self.with_entry(tool, |e| ToolPolicy::clone(&e.breaker.policy()))
             .unwrap_or_else(|| ToolPolicy::clone(&self.policy_for(tool)))
+    }
+
+    /// The probe lease of `tool`'s breaker now (no allocation: the layer asks it for calls
+    /// whose verdict comes late).
+    pub(crate) fn probe_timeout_of(&self, tool: &str) -> Duration {
+        self.with_entry(tool, |e| e.breaker.policy().breaker.probe_timeout)
+            .unwrap_or_else(|| self.policy_for(tool).breaker.probe_timeout)
     }
 
     /// The policy a new breaker for `tool` gets: its override, else the default.

@@ -63,7 +63,7 @@ use super::entry::Entry;
 use super::observers::HealthObserver;
 use super::ToolHealthRegistry;
 
-/// One tool's breaker as a coordinator reads it (see [`ToolHealthRegistry::coordination_view`]).
+/// One tool's breaker as a coordinator reads it (see [`Coordination::coordination_view`]).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct CoordinationView {
@@ -93,7 +93,7 @@ pub struct CoordinationView {
     pub coordinated: bool,
 }
 
-/// What [`ToolHealthRegistry::open_remotely`] did.
+/// What [`Coordination::open_remotely`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RemoteOpen {
@@ -110,7 +110,7 @@ pub struct RemoteOpen {
     pub recorded: Recorded,
 }
 
-/// A probe held back by [`ToolHealthRegistry::hold_probe`]: what
+/// A probe held back by [`Coordination::hold_probe`]: what
 /// [`release_hold`](Coordination::release_hold) puts back. Opaque; `Copy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeHold {
@@ -154,6 +154,12 @@ impl Coordination<'_> {
     /// coordinator needs.
     pub fn add_transition_observer(&self, observer: Arc<dyn HealthObserver>) {
         self.registry.add_transition_observer(observer);
+    }
+
+    /// Unregisters an observer [`add_transition_observer`](Self::add_transition_observer)
+    /// registered (the same `Arc`); whether it was there.
+    pub fn remove_transition_observer(&self, observer: &Arc<dyn HealthObserver>) -> bool {
+        self.registry.remove_transition_observer(observer)
     }
 
     /// The tool's breaker as a coordinator reads it; `None` for a tool not tracked.

@@ -190,6 +190,11 @@ pub struct ToolHealthRegistry {
     coordinated: AtomicBool,
     /// Breaker transitions are logged (target `tool_health`).
     log_transitions: AtomicBool,
+    /// The breakers of the servers this registry's tools are reached through (MCP servers),
+    /// kept apart from the tools': a registry of their own, on the same clock, created on
+    /// first use (see [`servers`](Self::servers)).
+    #[cfg(feature = "mcp")]
+    servers: std::sync::OnceLock<Arc<ToolHealthRegistry>>,
 }
 
 impl fmt::Debug for ToolHealthRegistry {
@@ -357,5 +362,41 @@ impl ToolHealthRegistry {
                 self.max_tools
             );
         }
+    }
+
+    /// The registry of the servers this registry's tools are reached through, created on
+    /// first use with the same clock and default config, and passed to `init` then (once).
+    ///
+    /// A server is an entry there, keyed by its name: its breaker, stats and controls are a
+    /// tool's, read and moved with the same methods, and never listed among the tools —
+    /// [`health_summary`](Self::health_summary), [`unavailable_tools`](Self::unavailable_tools)
+    /// and the metrics' tool series read this registry only. Why a registry of its own rather
+    /// than a kind of entry: every read, every exporter and the fleet walk one name space
+    /// without a filter, and a server can never collide with a tool of the same name.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn servers(&self, init: impl FnOnce(&Arc<ToolHealthRegistry>)) -> &Arc<Self> {
+        self.servers.get_or_init(|| {
+            let servers = Arc::new(
+                ToolHealthRegistry::builder()
+                    .config(self.config())
+                    .shared_clock(Arc::clone(&self.clock))
+                    .max_tools(self.max_tools)
+                    .build(),
+            );
+            init(&servers);
+            servers
+        })
+    }
+
+    /// The servers' registry, if one was created (see [`servers`](Self::servers)).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn servers_if_any(&self) -> Option<&Arc<Self>> {
+        self.servers.get()
+    }
+
+    /// The clock every instant of this registry comes from.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 }

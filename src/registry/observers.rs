@@ -76,7 +76,7 @@ pub struct EvictedTool<'a> {
     /// Calls started and never finished since the entry was created.
     pub cancelled_count: u64,
     /// Of the refusals, those made while a coordinator had a say in the episode (see
-    /// [`Coordination::open_remotely`]).
+    /// [`Coordination::open_remotely`](crate::coordination::Coordination::open_remotely)).
     pub coordinated_refused_count: u64,
     /// Transitions taken, per edge of [`Transition::PAIRS`].
     pub transitions: [u64; 5],
@@ -113,6 +113,20 @@ impl ToolHealthRegistry {
             list.push(observer.clone());
             list
         });
+    }
+
+    /// Unregisters a transition-only observer (see
+    /// [`Coordination::remove_transition_observer`](crate::coordination::Coordination::remove_transition_observer)).
+    pub(crate) fn remove_transition_observer(&self, observer: &Arc<dyn HealthObserver>) -> bool {
+        let mut found = false;
+        self.transition_observers.rcu(|list| {
+            let mut list = Vec::clone(list);
+            let before = list.len();
+            list.retain(|o| !Arc::ptr_eq(o, observer));
+            found = list.len() != before;
+            list
+        });
+        found
     }
 
     /// Registers an observer, called on every later call and transition.

@@ -21,7 +21,10 @@ pub struct ToolHealthSnapshot {
     pub tool: String,
     /// Healthy / degraded / unhealthy.
     pub status: HealthStatus,
-    /// `0.3 × success_rate + 0.7 × ewma_success`.
+    /// `0.3 × success_rate + 0.7 × ewma_success`: what the calls recorded here say, nothing
+    /// else. A breaker forced open, or opened by another replica, leaves it as the calls left
+    /// it (often 1.0) beside `status` unhealthy and `breaker` open: whether calls go through is
+    /// the breaker's to say (README, "The core").
     pub score: f64,
     /// `success_count / total_calls` (1.0 with no calls).
     pub success_rate: f64,

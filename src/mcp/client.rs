@@ -57,6 +57,8 @@ pub struct ToolHealthClient {
 struct Shared {
     schemas: Schemas,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<Event>>>,
+    /// The list was too long to declare, and that was said (once per client).
+    declare_warned: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for ToolHealthClient {
@@ -299,7 +301,37 @@ impl ToolHealthClient {
         self.server
             .record(permit, outcome, self.registry.now().saturating_sub(started));
         self.shared.schemas.update(&tools, true);
+        self.declare_listed(&tools);
         Ok(())
+    }
+
+    /// Declares the registry keys of the tools the server listed (issue 25): a declared tool
+    /// always keeps its own breaker, whatever names the model invents. Names too long for the
+    /// registry are left out; a list longer than the registry's cap is declared as far as it
+    /// fits nothing (the call is all or nothing) and said once, with the fix.
+    fn declare_listed(&self, tools: &[rmcp::model::Tool]) {
+        let keys: Vec<String> = tools
+            .iter()
+            .map(|t| self.key(&t.name).into_owned())
+            .filter(|k| self.registry.validate_name(k).is_ok())
+            .collect();
+        if let Err(e) = self.registry.declare_tools(&keys) {
+            if !self
+                .shared
+                .declare_warned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    target: crate::observe::LOG_TARGET,
+                    server = %self.server.name.escape_debug(),
+                    "MCP server `{}` lists {} tools, more than the registry can declare ({e}): \
+                     its tools are tracked as they are called, and past the cap share the \
+                     overflow breaker; raise RegistryBuilder::max_tools (said once)",
+                    self.server.name.escape_debug(),
+                    keys.len()
+                );
+            }
+        }
     }
 
     /// The argument check, the tool's gate, the call and the records, once the server's gate
@@ -503,6 +535,7 @@ impl ToolHealthClient {
             _ => return Err(ServiceError::UnexpectedResponse),
         };
         self.shared.schemas.update(&result.tools, first_page);
+        self.declare_listed(&result.tools);
         let now = self.registry.now();
         let mut hidden = Vec::new();
         result.tools.retain(|tool| {

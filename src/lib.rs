@@ -44,6 +44,7 @@
 //! | [`coordination`] | what a coordinator of several replicas reads and moves (`registry.coordination()`) |
 //! | `otlp` | features `otlp-http` / `otlp-grpc`: one-call OTLP setup |
 //! | `mcp` | feature `mcp`: an MCP client behind the breaker |
+//! | `span_processor` | features `span-processor` (SDK 0.33, [`ToolHealthSpanProcessor`] at the root too) and `span-processor-sdk-0-32`: the same inference fed from OpenTelemetry SDK spans |
 //! | `fleet` | feature `fleet`: decisions shared between replicas over Valkey or Redis |
 //! | `status` | feature `status`: a live status page, the tools as JSON, an event stream (axum); `/metrics` with `prometheus` |
 //!
@@ -90,6 +91,7 @@ mod environment;
 #[cfg(feature = "fleet")]
 pub mod fleet;
 mod hook;
+mod infer;
 pub mod layer;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -100,6 +102,8 @@ mod policy;
 mod registry;
 mod router;
 mod semconv;
+#[cfg(any(feature = "span-processor", feature = "span-processor-sdk-0-32"))]
+pub mod span_processor;
 mod stats;
 #[cfg(feature = "status")]
 pub mod status;
@@ -109,17 +113,21 @@ mod ticks;
 // concept (the crate docs' "Where things are"); the old root names of moved items stay as
 // hidden aliases so that code written against them still compiles.
 pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
-pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
+pub use call::{CallOutcome, CallReport, GateDecision, NotRecorded, Permit, REFUSAL_MESSAGE};
 pub use call_helper::{AllFailures, CallError, ClassifyError, ErrorClass, ToolCall};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
-pub use policy::{Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy};
+pub use policy::{
+    Apply, Backoff, CircuitBreakerConfig, JitterSource, SettingError, ToolPolicy, TripPolicy,
+};
 pub use registry::{
-    RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
+    NameError, RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
+#[cfg(feature = "span-processor")]
+pub use span_processor::ToolHealthSpanProcessor;
 pub use stats::HealthStatus;
 
 pub use registry::coordination;
@@ -185,3 +193,8 @@ struct McpDocDoctests;
 #[cfg(all(doctest, feature = "prometheus"))]
 #[doc = include_str!("../docs/status.md")]
 struct StatusDoctests;
+
+/// `docs/untrusted-input.md`'s code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/untrusted-input.md")]
+struct UntrustedInputDoctests;

@@ -41,6 +41,12 @@ pub(crate) struct Breaker {
     policy: ArcSwap<ToolPolicy>,
     /// Failure-rate window, present while the policy is [`TripPolicy::FailureRate`].
     window: ArcSwapOption<RateWindow>,
+    /// Which breaker this is, for the permits it hands out (see [`Permit`]): written into every
+    /// Closed word (where an Open word holds its deadline), so that an ordinary admission's
+    /// permit is the closed word shifted, and a permit of another breaker never passes the
+    /// record's fast path. Fixed at creation: 32 bits (in the padding the tallies leave), which
+    /// the word's 40-bit field holds zero-extended.
+    tag: u32,
 }
 
 const HISTORY_WINDOW: u64 = 1 << 63;
@@ -51,21 +57,24 @@ const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 impl Breaker {
     #[cfg(test)]
     pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
-        Self::starting_at(policy, 0)
+        Self::starting_at(policy, 0, 1)
     }
 
     /// A fresh breaker whose first (closed) episode has `generation`: an evicted tool's
     /// successor starts where the registry's evicted entries left off (see
     /// `ToolHealthRegistry::evict_idle`), so a permit of the evicted entry is never taken for
     /// one of the successor's later episodes.
-    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32) -> Self {
+    ///
+    /// `tag` identifies the breaker in its permits (below [`Ticks::NEVER`]).
+    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32, tag: u32) -> Self {
         let b = Self {
-            word: AtomicU64::new(Word::closed(generation).encode()),
+            word: AtomicU64::new(Word::closed(generation).tagged(u64::from(tag)).encode()),
             consecutive: AtomicU64::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
             history: AtomicU64::new(Ticks::NEVER.get()),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
+            tag,
         };
         b.set_policy(policy);
         b
@@ -141,12 +150,24 @@ impl Breaker {
         std::array::from_fn(|i| u64::from(self.transitions[i].load(Ordering::Relaxed)))
     }
 
-    /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
-    /// (one load; [`Breaker::acquire`] decides everything else).
+    /// The generation of a Closed breaker, `None` when it is not Closed.
     #[inline]
     pub(crate) fn closed_generation(&self) -> Option<u32> {
         let w = self.load();
         (w.state == CLOSED).then_some(w.generation)
+    }
+
+    /// The permit of an ordinary admission while Closed, `None` when it is not Closed: the
+    /// gate's fast path (one load and one shift; [`Breaker::acquire`] decides everything else).
+    #[inline(always)]
+    pub(crate) fn closed_permit(&self) -> Option<Permit> {
+        Word::closed_key(self.word.load(Ordering::Acquire)).map(Permit::from_key)
+    }
+
+    /// The tag of the permits this breaker hands out.
+    #[inline]
+    pub(crate) fn tag(&self) -> u64 {
+        u64::from(self.tag)
     }
 
     /// The refusal fast path: an Open breaker whose cooldown has not elapsed refuses and
@@ -177,7 +198,7 @@ impl Breaker {
         let w = self.load();
         if w.state == CLOSED {
             return (
-                GateDecision::Allowed(Permit::admitted(w.generation)),
+                GateDecision::Allowed(Permit::admitted(w.generation).tagged(self.tag())),
                 Recorded::default(),
             );
         }
@@ -187,7 +208,7 @@ impl Breaker {
         let decision = decision.unwrap_or(GateDecision::Refused {
             retry_after: Duration::MAX,
         });
-        (decision, recorded)
+        (decision.tagged(self.tag()), recorded)
     }
 
     /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
@@ -200,7 +221,7 @@ impl Breaker {
     pub(crate) fn peek(&self, now: impl FnOnce() -> Now) -> GateDecision {
         let w = self.load();
         if w.state == CLOSED {
-            return GateDecision::Allowed(Permit::admitted(w.generation));
+            return GateDecision::Allowed(Permit::admitted(w.generation).tagged(self.tag()));
         }
         let t = self.timing(&self.policy.load());
         step(w, Event::Acquire, now(), &t)
@@ -208,6 +229,7 @@ impl Breaker {
             .unwrap_or(GateDecision::Refused {
                 retry_after: Duration::MAX,
             })
+            .tagged(self.tag())
     }
 
     /// Records a success for the breaker (`generation`: the permit's, when there is one).
@@ -217,7 +239,8 @@ impl Breaker {
         generation: Option<u32>,
         now: impl FnOnce() -> Now,
     ) -> Recorded {
-        if self.success_if_closed(generation) {
+        let permit = generation.map(|g| Permit::admitted(g).tagged(self.tag()));
+        if self.success_if_closed(permit) {
             return Recorded::default();
         }
         let w = self.load();
@@ -249,16 +272,19 @@ impl Breaker {
     }
 
     /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
-    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window only
-    /// resets the counter, and this does it and answers `true`. `false`: any other case, for
-    /// [`Breaker::on_success`] to decide (it re-reads the word).
+    /// a Closed breaker (through a permit of this breaker and of its generation, if any) with
+    /// no failure-rate window only resets the counter, and this does it and answers `true`.
+    /// `false`: any other case, for [`Breaker::on_success`] to decide (it re-reads the word).
+    /// Through a permit, state, generation and tag are compared with the word in one
+    /// comparison (the permit's [`closed_word`](Permit::closed_word)).
     #[inline(always)]
-    pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
-        let w = self.load();
-        if w.state == CLOSED
-            && generation.is_none_or(|g| g == w.generation)
-            && !self.has_window(Ordering::Relaxed)
-        {
+    pub(crate) fn success_if_closed(&self, permit: Option<Permit>) -> bool {
+        let raw = self.word.load(Ordering::Acquire);
+        let closed = match permit {
+            None => Word::closed_key(raw).is_some(),
+            Some(p) => raw == p.closed_word(),
+        };
+        if closed && !self.has_window(Ordering::Relaxed) {
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
             }
@@ -468,7 +494,9 @@ impl Breaker {
     pub(crate) fn reset(&self) {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
-            let fresh = Word::closed(next_gen(Word::decode(cur).generation)).encode();
+            let fresh = Word::closed(next_gen(Word::decode(cur).generation))
+                .tagged(self.tag())
+                .encode();
             match self
                 .word
                 .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
@@ -500,7 +528,9 @@ impl Breaker {
     ) -> (Option<GateDecision>, Recorded) {
         loop {
             let (ev, t) = make(w);
-            let s = step(w, ev, now, &t);
+            let mut s = step(w, ev, now, &t);
+            // A Closed word carries the breaker's tag (see `tag`); the pure step knows nothing of it.
+            s.next = s.next.tagged(self.tag());
             let installed = s.next == w
                 || self
                     .word
@@ -527,6 +557,7 @@ impl Breaker {
             let recorded = Recorded {
                 expired,
                 transition: s.transition,
+                ..Recorded::default()
             };
             for t in recorded.transitions() {
                 // Saturating: a tally must never wrap (an exported counter never goes down).

@@ -541,9 +541,17 @@ fn a_lagging_coarse_reading_keeps_the_breaker_open_at_most_its_lag_never_less() 
     assert!(!r.allow_request("t"));
     exact.advance(3 * MS);
     assert!(!r.is_tool_available("t"));
+    // The reads say what the gate says (a tool-list subscription built on them must not list
+    // the tool again in this tick): the wait left on the coarse reading.
+    assert_eq!(r.snapshot("t").unwrap().retry_after, Some(MS));
+    let unavailable = r.unavailable_tools();
+    assert_eq!(unavailable.len(), 1);
+    assert_eq!(unavailable[0].retry_after, MS);
     assert!(!r.allow_request("t"));
     // One lag past the cooldown: the probe, exactly once.
     exact.advance(MS);
+    assert_eq!(r.snapshot("t").unwrap().retry_after, None);
+    assert!(r.unavailable_tools().is_empty());
     assert!(r.is_tool_available("t"));
     assert!(matches!(r.check("t"), GateDecision::Probe(_)));
     assert!(!r.allow_request("t"));

@@ -172,8 +172,20 @@ impl ToolHealthRegistry {
     /// source of every `retry_after` the reads report (the gate's own, see
     /// `Breaker::peek`). Forced open refuses until its end; a refusal a control does not
     /// enforce admits.
-    fn gate_view(e: &Entry, now: Now) -> GateDecision {
-        let ctl = Control::decode(e.control.raw());
+    ///
+    /// With no operator control set, the gate first asks the clock's coarse reading whether
+    /// an open breaker is still cooling down (`gate_entry`), and so does the oracle: the view
+    /// does the same, so a snapshot's `retry_after` (and what is built on it: the MCP client's
+    /// tool-list subscription, `unavailable_tools`) never says "admits" in the tick where the
+    /// coarse reading still lags the cooldown's end and the gate still refuses.
+    fn gate_view(&self, e: &Entry, now: Now) -> GateDecision {
+        let raw = e.control.raw();
+        if Control::only_coordinated(raw) {
+            if let Some(retry_after) = e.breaker.refusal_while_open(|| self.coarse_now_ticks()) {
+                return GateDecision::Refused { retry_after };
+            }
+        }
+        let ctl = Control::decode(raw);
         if let Some(until) = ctl.forced_open_until(now.at) {
             return GateDecision::Refused {
                 retry_after: until.until(now.at).to_duration(),
@@ -202,14 +214,14 @@ impl ToolHealthRegistry {
     /// past the cap: its calls are counted together, in [`overflow`](Self::overflow)).
     pub fn snapshot(&self, tool: &str) -> Option<ToolHealthSnapshot> {
         let now = self.now_step();
-        self.with_entry(tool, |e| Self::snapshot_of(e, now))
+        self.with_entry(tool, |e| self.snapshot_of(e, now))
     }
 
     /// Every tracked tool's snapshot, sorted by name.
     pub fn health_summary(&self) -> Vec<ToolHealthSnapshot> {
         let now = self.now_step();
         let mut all = Vec::with_capacity(self.tracked_tools());
-        self.names.for_each(|e| all.push(Self::snapshot_of(e, now)));
+        self.names.for_each(|e| all.push(self.snapshot_of(e, now)));
         all.sort_unstable_by(|a, b| a.tool.cmp(&b.tool));
         all
     }
@@ -270,7 +282,7 @@ impl ToolHealthRegistry {
             if self.available_on_entry(e) {
                 return;
             }
-            let GateDecision::Refused { retry_after } = Self::gate_view(e, now) else {
+            let GateDecision::Refused { retry_after } = self.gate_view(e, now) else {
                 return; // admitted by the time of this reading: the gate's answer wins
             };
             let forced = Control::decode(e.control.raw())
@@ -299,11 +311,11 @@ impl ToolHealthRegistry {
         self.with_entry(tool, |e| !e.is_retired()).unwrap_or(false)
     }
 
-    fn snapshot_of(e: &Entry, now: Now) -> ToolHealthSnapshot {
+    fn snapshot_of(&self, e: &Entry, now: Now) -> ToolHealthSnapshot {
         let state = Self::reported_state(e, now.at);
         let stats = e.stats.snapshot();
         let score = stats.score();
-        let retry_after = match Self::gate_view(e, now) {
+        let retry_after = match self.gate_view(e, now) {
             GateDecision::Refused { retry_after } => Some(retry_after),
             _ => None,
         };

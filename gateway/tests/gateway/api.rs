@@ -134,7 +134,13 @@ pub async fn claim_probe_report_and_the_oracle() {
         .await;
     assert_eq!(status, 409, "a probe is reported once");
 
-    // A gateway tool by either name, tracked or not; an unknown name is 404 but not refused.
+    // A gateway tool by either name: tracked from the moment its server listed it (its
+    // breaker is declared then), never called yet; an unknown name is 404 but not refused.
+    eventually("the upstream listed", WAIT, || async {
+        let (_, v) = gw.get("/v1/servers").await;
+        (v["servers"][0]["tools_listed"] == 8).then_some(())
+    })
+    .await;
     let (status, v) = gw.get("/v1/tools/rs__ok").await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(
@@ -143,16 +149,17 @@ pub async fn claim_probe_report_and_the_oracle() {
             v["name"].as_str(),
             v["server"].as_str()
         ),
-        (Some(false), Some("rs__ok"), Some("rs")),
+        (Some(true), Some("rs__ok"), Some("rs")),
         "{v}"
     );
+    assert_eq!(v["calls"]["success"], 0, "{v}");
     let (_, v2) = gw.get("/v1/tools/rs%2Fok").await;
     assert_eq!(v, v2);
     let (status, v) = gw.get("/v1/tools/never_seen").await;
     assert_eq!((status, v["available"].as_bool()), (404, Some(true)), "{v}");
     let (_, all) = gw.get("/v1/tools").await;
     assert_eq!(all["version"], 1, "the status page's shape: {all}");
-    assert_eq!(all["counts"]["tracked"], 1, "{all}");
+    assert_eq!(all["counts"]["tracked"], 9, "billing_api and rs's 8 tools: {all}");
 }
 
 pub async fn controls_need_the_token() {
@@ -175,7 +182,7 @@ pub async fn controls_need_the_token() {
     )
     .await;
     assert_eq!(status, 401, "a wrong token");
-    let (status, v) = http(gw.port, "POST", "/v1/tools/rs__ok/force-open", &bearer, "").await;
+    let (status, v) = http(gw.port, "POST", "/v1/tools/rs__never_listed/force-open", &bearer, "").await;
     assert_eq!(status, 404, "no control creates a tool: {v}");
 
     assert_eq!(

@@ -14,6 +14,29 @@ use crate::support::{
     Log, WAIT,
 };
 
+/// The rmcp fixture's tools, as the registry keys them.
+const LISTED: [&str; 8] = [
+    "rs/die",
+    "rs/echo",
+    "rs/flaky",
+    "rs/hang",
+    "rs/mend",
+    "rs/needs_int",
+    "rs/ok",
+    "rs/seen",
+];
+
+/// The tools of a `/v1/tools` document that saw any call (any outcome, refusals included).
+fn called(tools: &Value) -> Vec<String> {
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["calls"].as_object().unwrap().values().any(|n| n.as_u64() != Some(0)))
+        .filter_map(|t| t["tool"].as_str().map(str::to_owned))
+        .collect()
+}
+
 fn config() -> Value {
     json!({"mcpServers": {"rs": upstream::rmcp()}, "health": {"maxMessageBytes": 65536}})
 }
@@ -166,7 +189,9 @@ pub async fn over_stdio() {
         .iter()
         .filter_map(|t| t["tool"].as_str())
         .collect();
-    assert_eq!(tracked, ["rs/echo"], "{tools}");
+    // The listed tools are declared (they keep their own breakers); no bad name made one.
+    assert_eq!(tracked, LISTED, "{tools}");
+    assert_eq!(called(&tools), ["rs/echo"], "{tools}");
     drop(stdin);
     let status = tokio::time::timeout(WAIT, child.wait())
         .await
@@ -254,5 +279,7 @@ pub async fn over_http() {
         .iter()
         .filter_map(|t| t["tool"].as_str())
         .collect();
-    assert_eq!(tracked, ["rs/ok"], "{tools}");
+    // The listed tools are declared (they keep their own breakers); no bad name made one.
+    assert_eq!(tracked, LISTED, "{tools}");
+    assert_eq!(called(&tools), ["rs/ok"], "{tools}");
 }

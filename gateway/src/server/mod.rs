@@ -24,8 +24,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscriptionFilter,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -146,7 +146,15 @@ impl ServerHandler for GatewayServer {
         let tool = tool.to_owned();
         let call = upstream.call(&tool, request);
         tokio::select! {
-            r = call => r.map(CallToolResponse::from),
+            r = call => r.map(|mut result| {
+                // An upstream of an older protocol answers without `resultType`; a host on
+                // 2026-07-28 requires it (the Python SDK's client rejects the result without
+                // it). rmcp strips it again for hosts on older versions.
+                if result.result_type.is_none() {
+                    result.result_type = Some(ResultType::COMPLETE);
+                }
+                CallToolResponse::from(result)
+            }),
             () = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the host", None)),
         }
     }

@@ -234,17 +234,18 @@ fn classify(
     text: &[u8],
     error: &serde_json::Error,
 ) -> Option<(ErrorCode, String, Option<RequestId>)> {
-    let value: Value =
-        match serde_json::from_slice(text) {
-            Ok(v) => v,
-            Err(e) => return Some((
+    let value: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some((
                 ErrorCode::PARSE_ERROR,
                 format!(
                     "parse error: the line is not JSON ({e}); send one JSON-RPC message per line"
                 ),
                 None,
-            )),
-        };
+            ))
+        }
+    };
     let Value::Object(obj) = &value else {
         let what = if value.is_array() {
             "a JSON array: MCP has no JSON-RPC batches (since 2025-06-18); send one message per line".to_owned()

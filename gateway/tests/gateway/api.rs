@@ -159,7 +159,10 @@ pub async fn claim_probe_report_and_the_oracle() {
     assert_eq!((status, v["available"].as_bool()), (404, Some(true)), "{v}");
     let (_, all) = gw.get("/v1/tools").await;
     assert_eq!(all["version"], 1, "the status page's shape: {all}");
-    assert_eq!(all["counts"]["tracked"], 9, "billing_api and rs's 8 tools: {all}");
+    assert_eq!(
+        all["counts"]["tracked"], 9,
+        "billing_api and rs's 8 tools: {all}"
+    );
 }
 
 pub async fn controls_need_the_token() {
@@ -182,7 +185,14 @@ pub async fn controls_need_the_token() {
     )
     .await;
     assert_eq!(status, 401, "a wrong token");
-    let (status, v) = http(gw.port, "POST", "/v1/tools/rs__never_listed/force-open", &bearer, "").await;
+    let (status, v) = http(
+        gw.port,
+        "POST",
+        "/v1/tools/rs__never_listed/force-open",
+        &bearer,
+        "",
+    )
+    .await;
     assert_eq!(status, 404, "no control creates a tool: {v}");
 
     assert_eq!(

@@ -32,7 +32,13 @@ fn called(tools: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|t| t["calls"].as_object().unwrap().values().any(|n| n.as_u64() != Some(0)))
+        .filter(|t| {
+            t["calls"]
+                .as_object()
+                .unwrap()
+                .values()
+                .any(|n| n.as_u64() != Some(0))
+        })
         .filter_map(|t| t["tool"].as_str().map(str::to_owned))
         .collect()
 }

@@ -57,10 +57,16 @@ pub(crate) fn init(registry: &Arc<ToolHealthRegistry>) -> Result<Option<OtlpGuar
     } else {
         (None, None)
     };
-    tracing_subscriber::registry()
-        .with(log)
-        .with(otlp)
-        .try_init()
-        .map_err(|e| format!("the log: {e}"))?;
+    // Without OTLP no layer is added in its place: an absent `Option` layer enables every
+    // span (its interest is "always"), and the registry would then store the spans of every
+    // call (rmcp's and the MCP client's) for nobody.
+    let installed = match otlp {
+        Some(otlp) => tracing_subscriber::registry()
+            .with(log)
+            .with(otlp)
+            .try_init(),
+        None => tracing_subscriber::registry().with(log).try_init(),
+    };
+    installed.map_err(|e| format!("the log: {e}"))?;
     Ok(guard)
 }

@@ -215,12 +215,9 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
     }
     gw.stop(STOP_TIMEOUT).await;
     if let Some(task) = http_task {
-        match tokio::time::timeout(STOP_TIMEOUT, task).await {
-            Ok(Ok(Err(e))) => {
-                tracing::error!("the HTTP server failed: {e}");
-                code = ExitCode::FAILURE;
-            }
-            _ => {}
+        if let Ok(Ok(Err(e))) = tokio::time::timeout(STOP_TIMEOUT, task).await {
+            tracing::error!("the HTTP server failed: {e}");
+            code = ExitCode::FAILURE;
         }
     }
     if let Some(fleet) = &gw.fleet {

@@ -101,6 +101,8 @@ enum Action {
 }
 
 impl Action {
+    // The error is the handler's whole answer (a 404 or 400), as in `api::resolve`.
+    #[allow(clippy::result_large_err)]
     fn parse(name: &str, query: Option<&str>) -> Result<Self, Response> {
         match name {
             "force-open" => {

@@ -180,8 +180,15 @@ fn gateway_config() -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("overhead-bench");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("gateway.json");
+    // `OVERHEAD_GATEWAY_HEALTH`: a `health` section for experiments (`{"schemaCheck": "off"}`);
+    // the recorded figures use the defaults.
+    let health: serde_json::Value = std::env::var("OVERHEAD_GATEWAY_HEALTH")
+        .ok()
+        .and_then(|h| serde_json::from_str(&h).ok())
+        .unwrap_or_else(|| json!({}));
     let config = json!({
         "mcpServers": {"rs": {"command": exe(), "args": [], "env": {fixture::ROLE: "rmcp-fixture"}}},
+        "health": health,
     });
     std::fs::write(&path, config.to_string()).unwrap();
     path

@@ -32,6 +32,17 @@ pub(crate) struct Breaker {
     /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
     /// took, and the budget per tool has no room for more).
     transitions: [AtomicU32; 5],
+    /// When the current episode began, as the low 32 bits of its instant in ticks (0: since
+    /// the breaker was made): the instant of the last step that changed the word's generation
+    /// (a trip, a probe grant, a probe's verdict, a release, a reset), written after the CAS
+    /// that made it. Records of calls reported after the fact (spans from another process,
+    /// [`Breaker::episode_start`]) read it to tell a result of the current episode from one
+    /// that ended before it began. 32 bits sit in the padding after `transitions` (memory per
+    /// tool is a budget): read against now, they place the start within the last 49 days,
+    /// and a span older than that is not reported. A lease expiry keeps the generation, so
+    /// the episode it opens counts from the probe's grant. Never read on the gate's or the
+    /// record's fast path.
+    since: AtomicU32,
     /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
     /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
     /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
@@ -44,6 +55,12 @@ pub(crate) struct Breaker {
 }
 
 const HISTORY_WINDOW: u64 = 1 << 63;
+
+/// [`Breaker::since`]'s value for an episode that began at `at` (never 0: 0 is "since the
+/// breaker was made").
+fn since_word(at: Ticks) -> u32 {
+    (at.get() as u32).max(1)
+}
 const HISTORY_LEVEL_SHIFT: u32 = 56;
 const HISTORY_LEVEL_MAX: u64 = 0x7F;
 const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
@@ -64,6 +81,7 @@ impl Breaker {
             consecutive: AtomicU64::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
             history: AtomicU64::new(Ticks::NEVER.get()),
+            since: AtomicU32::new(0),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
         };
@@ -169,6 +187,37 @@ impl Breaker {
     /// The generation of the current episode.
     pub(crate) fn generation(&self) -> u32 {
         self.load().generation
+    }
+
+    /// The current word and when its episode began (see [`Breaker::since`]), read at `now`.
+    /// For the instant while the step that began an episode has installed its word and not
+    /// yet written when, the previous episode's start is read.
+    pub(crate) fn episode_start(&self, now: Ticks) -> (Word, Ticks) {
+        let w = self.load();
+        let since = self.since.load(Ordering::Acquire);
+        if since == 0 {
+            return (w, Ticks::ZERO);
+        }
+        let ago = (now.get() as u32).wrapping_sub(since);
+        // More than half the range ago: written just after our reading of now (it began now).
+        let began = if ago > u32::MAX / 2 {
+            now
+        } else {
+            Ticks::new(now.get().saturating_sub(u64::from(ago)))
+        };
+        (w, began)
+    }
+
+    /// Writes when an episode began, unless a newer episode's start is there already (two
+    /// transitions racing may write in either order: the later instant stays).
+    fn began(&self, at: Ticks) {
+        let new = since_word(at);
+        let _ = self
+            .since
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |old| {
+                let ahead = new.wrapping_sub(old);
+                (old == 0 || (ahead != 0 && ahead <= u32::MAX / 2)).then_some(new)
+            });
     }
 
     /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
@@ -465,15 +514,20 @@ impl Breaker {
 
     /// Back to fresh: closed, counters zero, backoff forgotten. The generation still grows, so
     /// permits handed out before the reset are stale afterwards.
-    pub(crate) fn reset(&self) {
+    pub(crate) fn reset(&self, now: Ticks) {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
-            let fresh = Word::closed(next_gen(Word::decode(cur).generation)).encode();
-            match self
-                .word
-                .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => break,
+            let fresh = Word::closed(next_gen(Word::decode(cur).generation));
+            match self.word.compare_exchange_weak(
+                cur,
+                fresh.encode(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.began(now);
+                    break;
+                }
                 Err(actual) => cur = actual,
             }
         }
@@ -517,6 +571,9 @@ impl Breaker {
             }
             if s.reset_counter {
                 self.consecutive.store(0, Ordering::Relaxed);
+            }
+            if s.next.generation != w.generation {
+                self.began(now.at);
             }
             done(&s, w);
             let expired = (s.expired_lease && s.next != w).then_some(Transition {

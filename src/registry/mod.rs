@@ -12,6 +12,7 @@
 //! | `eviction.rs` | first sight, the cap, idle eviction and its handshake with records |
 //! | `observers.rs` | [`HealthObserver`] and how it is called |
 //! | `coordination.rs` | what a coordinator (replicas sharing decisions) reads and applies |
+//! | `past.rs` | records of calls reported after the fact (spans from other processes), by the call's clock |
 //! | `reads.rs` | snapshots, summaries, `unavailable_tools` |
 //! | `handle.rs` | [`ToolHandle`]: the same paths on a pre-resolved tool |
 //! | `entry.rs`, `names.rs`, `index.rs` | one tool's entry; the name index |
@@ -61,6 +62,7 @@ mod index;
 mod loom_model;
 mod names;
 mod observers;
+pub mod past;
 mod reads;
 mod record;
 

@@ -610,7 +610,11 @@ where
             // A refusal returned as the tool's error: the call was refused, not failed.
             state.refused |= fields.refusal;
             if error || (error_field && direct) {
-                state.error_event(fields.error_type.take());
+                let error_type = match self.core.compiled(self.core.role(span.metadata())) {
+                    Some(c) => c.event_error_type(fields.error_type.take()),
+                    None => fields.error_type.take(),
+                };
+                state.error_event(error_type);
             }
             if marker && direct {
                 state.completed = true;

@@ -72,18 +72,17 @@ impl Forwarder {
             reason: reason.to_owned(),
         };
         let url = reqwest::Url::parse(&config.url).map_err(|e| bad_url(&e.to_string()))?;
-        match url.scheme() {
-            "http" => {}
-            "https" => {
-                if rustls::crypto::CryptoProvider::get_default().is_none() {
-                    if !crate::cpu::pure_rust_tls_supported() {
-                        return Err(ReceiverError::TlsProviderUnsupported);
-                    }
-                    // Another thread's provider installed meanwhile wins.
-                    let _ = rustls_graviola::default_provider().install_default();
-                }
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad_url("the scheme must be http or https"));
+        }
+        // reqwest's client needs a rustls crypto provider even for plain http (it builds its
+        // TLS configuration up front, and panics without one).
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            if !crate::cpu::pure_rust_tls_supported() {
+                return Err(ReceiverError::TlsProviderUnsupported);
             }
-            _ => return Err(bad_url("the scheme must be http or https")),
+            // Another thread's provider installed meanwhile wins.
+            let _ = rustls_graviola::default_provider().install_default();
         }
         let mut headers = HeaderMap::new();
         for (name, value) in &config.headers {

@@ -79,7 +79,8 @@ pub enum ReceiverError {
         /// The header's name as given.
         name: String,
     },
-    /// The forwarding endpoint is `https://` and no TLS provider can run on this CPU (the
+    /// Forwarding is on (the HTTP client needs a TLS provider, even for `http://`) and no TLS
+    /// provider is installed nor can the built-in one run on this CPU (the
     /// pure-Rust one needs AES, PCLMULQDQ, BMI1, ADX, AVX and AVX2 on x86-64): install a
     /// rustls crypto provider (e.g. `rustls::crypto::ring::default_provider().install_default()`)
     /// before building the receiver.
@@ -107,8 +108,8 @@ impl fmt::Display for ReceiverError {
                 )
             }
             Self::TlsProviderUnsupported => f.write_str(
-                "this CPU lacks what the pure-Rust TLS provider needs for an https forwarding \
-                 endpoint; install a rustls crypto provider before building the receiver",
+                "this CPU lacks what the pure-Rust TLS provider needs (the forwarding client \
+                 needs one, even for http); install a rustls crypto provider before building the receiver",
             ),
         }
     }

@@ -396,6 +396,110 @@ async fn vercel_ai_export_delay() {
     delays(Framework::VercelAi).await;
 }
 
+/// `rotel-agent` from target/agents/rotel (scripts/agents.sh), or `ROTEL_AGENT`.
+fn rotel_agent() -> PathBuf {
+    if let Some(p) = std::env::var_os("ROTEL_AGENT") {
+        return p.into();
+    }
+    let lib = agents_dir().join("rotel/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|dirs| {
+        dirs.filter_map(Result::ok)
+            .map(|d| d.path().join("site-packages/rotel/rotel-agent"))
+            .find(|p| p.exists())
+    });
+    found.unwrap_or_else(|| {
+        harness::skip("rotel-agent is not installed in target/agents/rotel (run scripts/agents.sh)")
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The receiver forwards what Pydantic AI sent, unchanged, to a real Rotel; Rotel's detailed
+/// debug log shows every span of it.
+async fn forwards_to_rotel() {
+    let rotel = rotel_agent();
+    let (grpc, http) = (free_port(), free_port());
+    let work = root().join("target/agents/work");
+    std::fs::create_dir_all(&work).unwrap();
+    let log = work.join(format!("rotel-forward-{http}.log"));
+    let mut collector = Command::new(rotel)
+        .args([
+            "start",
+            "--otlp-grpc-endpoint",
+            &format!("127.0.0.1:{grpc}"),
+        ])
+        .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http}")])
+        .args([
+            "--exporter",
+            "blackhole",
+            "--debug-log",
+            "traces",
+            "--debug-log-verbosity",
+            "detailed",
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", http)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "Rotel did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let registry = Arc::new(ToolHealthRegistry::new());
+    let receiver = Receiver::builder(registry.clone())
+        .forward_to(format!("http://127.0.0.1:{http}/v1/traces"))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    let served = receiver.clone();
+    tokio::spawn(async move { served.serve(listener, std::future::pending()).await });
+    let child = spawn(
+        Framework::PydanticAi,
+        &endpoint,
+        "ok,raises",
+        &[],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    finish(Framework::PydanticAi, child).await;
+    // Rotel logs each span it received; every call id Pydantic AI sent is there.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if (text.contains("call_ok_0") && text.contains("call_raises_0"))
+            || Instant::now() > deadline
+        {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = collector.kill();
+    let _ = collector.wait();
+    assert!(
+        text.contains("call_ok_0") && text.contains("call_raises_0"),
+        "Rotel's log:\n{text}"
+    );
+    assert!(
+        text.contains("execute_tool flaky") && text.contains("invoke_agent test_agent"),
+        "{text}"
+    );
+    assert!(receiver.stats().forwarded >= 1, "{:?}", receiver.stats());
+    assert_eq!(receiver.stats().forward_failed, 0);
+    // And the receiver read them on the way through.
+    assert_eq!(registry.snapshot("flaky").unwrap().failure_count, 1);
+}
+
 fn main() -> std::process::ExitCode {
     harness::run(trials![
         multi pydantic_ai,
@@ -403,5 +507,6 @@ fn main() -> std::process::ExitCode {
         multi langchain_openinference,
         multi pydantic_ai_export_delay,
         multi vercel_ai_export_delay,
+        multi forwards_to_rotel,
     ])
 }

@@ -267,3 +267,102 @@ async fn the_oracle_never_takes_the_probe_nor_creates_a_tool_and_the_claim_does(
     assert_eq!(call(&app, get(&long)).await.0, StatusCode::BAD_REQUEST);
     assert_eq!(call(&app, claim(&long)).await.0, StatusCode::BAD_REQUEST);
 }
+
+/// What the next endpoint saw: (content type, content encoding, body).
+type Seen = Arc<std::sync::Mutex<Vec<(String, Option<String>, Vec<u8>)>>>;
+
+/// A next OTLP endpoint of our own on 127.0.0.1 that keeps what it is sent (answers 200).
+async fn sink() -> (String, Seen) {
+    let seen: Seen = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let h = |n: header::HeaderName| {
+                        headers.get(n).map(|v| v.to_str().unwrap().to_owned())
+                    };
+                    kept.lock().unwrap().push((
+                        h(header::CONTENT_TYPE).unwrap_or_default(),
+                        h(header::CONTENT_ENCODING),
+                        body.to_vec(),
+                    ));
+                    StatusCode::OK
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_is_forwarded_byte_for_byte_with_its_encoding() {
+    let (url, seen) = sink().await;
+    let registry = Arc::new(ToolHealthRegistry::new());
+    let receiver = Receiver::builder(registry.clone())
+        .forward_to(url)
+        .build()
+        .unwrap();
+    let app = receiver.router();
+    let pb = fixture("vercel-ai6");
+    let gz = gzip(&fixture("langchain-openinference"));
+    let json = serde_json::to_vec(
+        &opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(
+            &*failures(1),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        call(&app, post(pb.clone(), "application/x-protobuf"))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let req = Request::post("/v1/traces")
+        .header(header::CONTENT_TYPE, "application/x-protobuf")
+        .header(header::CONTENT_ENCODING, "gzip")
+        .body(Body::from(gz.clone()))
+        .unwrap();
+    assert_eq!(call(&app, req).await.0, StatusCode::OK);
+    assert_eq!(
+        call(&app, post(json.clone(), "application/json")).await.0,
+        StatusCode::OK
+    );
+    // Garbage is refused, and not passed on.
+    assert_eq!(
+        call(&app, post(vec![0xff; 10], "application/x-protobuf"))
+            .await
+            .0,
+        StatusCode::BAD_REQUEST
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while receiver.stats().forwarded < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            receiver.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_by_key(|(_, _, b)| b.len());
+    let mut want = vec![
+        ("application/x-protobuf".to_owned(), None, pb),
+        (
+            "application/x-protobuf".to_owned(),
+            Some("gzip".to_owned()),
+            gz,
+        ),
+        ("application/json".to_owned(), None, json),
+    ];
+    want.sort_by_key(|(_, _, b)| b.len());
+    assert_eq!(seen, want);
+    // And they were read on the way through.
+    assert_eq!(counts(&registry)["flaky_handled"], (0, 1, 0));
+}

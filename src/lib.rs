@@ -188,6 +188,11 @@ struct OpenTelemetryDoctests;
 #[doc = include_str!("../docs/testing.md")]
 struct TestingDoctests;
 
+/// docs/receiver.md's code blocks, compiled as doctests (feature `receiver`).
+#[cfg(all(doctest, feature = "receiver"))]
+#[doc = include_str!("../docs/receiver.md")]
+struct ReceiverDoctests;
+
 /// docs/mcp.md's code blocks, compiled and run as doctests (feature `mcp`).
 #[cfg(all(doctest, feature = "mcp"))]
 #[doc = include_str!("../docs/mcp.md")]

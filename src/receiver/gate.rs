@@ -63,25 +63,23 @@ fn json_response(status: StatusCode, body: &Value, retry: Option<Duration>) -> R
 }
 
 impl Gate {
-    fn name_ok(&self, tool: &str) -> Result<(), Response> {
-        if tool.is_empty() || tool.len() > self.max_name_len {
-            return Err(json_response(
+    /// `None` for a name in bounds, else the `400` answer.
+    fn bad_name(&self, tool: &str) -> Option<Response> {
+        (tool.is_empty() || tool.len() > self.max_name_len).then(|| {
+            json_response(
                 StatusCode::BAD_REQUEST,
                 &json!({
-                    "error": format!(
-                        "a tool name is 1 to {} bytes long", self.max_name_len
-                    )
+                    "error": format!("a tool name is 1 to {} bytes long", self.max_name_len)
                 }),
                 None,
-            ));
-        }
-        Ok(())
+            )
+        })
     }
 }
 
 /// `GET /v1/tools/{tool}`: the pure oracle.
 async fn oracle(State(gate): State<Gate>, Path(tool): Path<String>) -> Response {
-    if let Err(r) = gate.name_ok(&tool) {
+    if let Some(r) = gate.bad_name(&tool) {
         return r;
     }
     let registry = &gate.registry;
@@ -120,7 +118,7 @@ async fn oracle(State(gate): State<Gate>, Path(tool): Path<String>) -> Response 
 
 /// `POST /v1/tools/{tool}/claim`: the gate.
 async fn claim(State(gate): State<Gate>, Path(tool): Path<String>) -> Response {
-    if let Err(r) = gate.name_ok(&tool) {
+    if let Some(r) = gate.bad_name(&tool) {
         return r;
     }
     match gate.registry.check(&tool) {

@@ -245,16 +245,15 @@ pub(crate) fn read_span<'a>(
                     rec.attributes.push(kv);
                 }
             }
-            11 => {
-                if rec.events.len() < max_events {
-                    let at = rec.event_attributes.len();
-                    let name = event(
-                        bytes(f, "malformed event")?,
-                        max_attributes,
-                        &mut rec.event_attributes,
-                    )?;
-                    rec.events.push((name, at, rec.event_attributes.len()));
-                }
+            // Events past the cap are skipped unread.
+            11 if rec.events.len() < max_events => {
+                let at = rec.event_attributes.len();
+                let name = event(
+                    bytes(f, "malformed event")?,
+                    max_attributes,
+                    &mut rec.event_attributes,
+                )?;
+                rec.events.push((name, at, rec.event_attributes.len()));
             }
             15 => rec.status = status(bytes(f, "malformed status")?)?,
             _ => {}

@@ -90,6 +90,7 @@ pub(crate) struct Arrival {
 
 impl Arrival {
     /// Now, on both clocks.
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn now(registry: &ToolHealthRegistry) -> Self {
         Self {
             wall: SystemTime::now(),
@@ -117,6 +118,7 @@ pub(crate) enum Feed {
     InProcess,
     /// The OTLP receiver: spans of other processes, recorded by their own clock
     /// ([`ToolHealthRegistry::record_past`]).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     Remote,
 }
 
@@ -229,6 +231,7 @@ impl ProcessorCore {
     }
 
     /// The names of the conventions, in the order they are tried.
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn convention_names(&self) -> impl Iterator<Item = &str> {
         self.conventions.iter().map(Convention::name)
     }
@@ -545,12 +548,14 @@ impl ProcessorCore {
     }
 
     /// Records the waiting calls that are due (a feed's periodic flush).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn flush_waiting(&self) {
         let _calling_out = CallingOut::enter();
         self.flush_due();
     }
 
     /// Records every waiting call now, whatever its due time (a receiver shutting down).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn flush_all(&self) {
         for table in [&self.late, &self.nested] {
             loop {
@@ -566,6 +571,7 @@ impl ProcessorCore {
     }
 
     /// How many calls wait (for a late verdict or their parent).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn waiting(&self) -> usize {
         self.late.len() + self.nested.len()
     }

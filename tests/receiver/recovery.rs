@@ -12,7 +12,7 @@ use tool_health::{
     BreakerState, CircuitBreakerConfig, GateDecision, ManualClock, ToolHealthRegistry,
 };
 
-use crate::support::{encode, request, tool_span};
+use crate::support::{counts, encode, request, tool_span};
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -220,4 +220,47 @@ fn a_caller_error_span_gives_the_span_probe_back() {
     // Still open (no verdict), and the next call may probe at once.
     assert!(registry.is_tool_available("search"));
     assert!(matches!(registry.check("search"), GateDecision::Probe(_)));
+}
+
+#[test]
+fn an_mcp_client_span_inside_an_execute_tool_span_of_the_same_tool_is_one_call() {
+    let registry = Arc::new(ToolHealthRegistry::new());
+    let receiver = Receiver::new(registry.clone());
+    let mcp = |tool: &str, parent: &[u8], failed: bool| {
+        let mut span = tool_span(tool, MS(40), MS(20), failed);
+        span.name = format!("tools/call {tool}");
+        span.kind = 3; // CLIENT
+        span.parent_span_id = parent.to_vec();
+        span.attributes = vec![
+            crate::support::s("mcp.method.name", "tools/call"),
+            crate::support::s("gen_ai.tool.name", tool),
+        ];
+        span
+    };
+    // The agent's execute_tool span and, inside it, its MCP client's tools/call span (which
+    // ends first); then an MCP call with no tool span around it.
+    let outer = tool_span("search", MS(50), MS(10), true);
+    let inner = mcp("search", &outer.span_id, true);
+    let lone = mcp("lookup", &[0; 8], false);
+    send_spans(&receiver, vec![inner, outer, lone]);
+    assert_eq!(
+        counts(&registry)["search"],
+        (0, 1, 0),
+        "one call, one record"
+    );
+    assert_eq!(counts(&registry)["lookup"], (1, 0, 0));
+    // Across requests too: the inner span in one batch, its parent in the next.
+    let outer = tool_span("search", MS(50), MS(10), false);
+    let inner = mcp("search", &outer.span_id, false);
+    send_spans(&receiver, vec![inner]);
+    send_spans(&receiver, vec![outer]);
+    assert_eq!(counts(&registry)["search"], (1, 1, 0));
+    assert_eq!(receiver.waiting(), 0);
+}
+
+fn send_spans(receiver: &Receiver, spans: Vec<opentelemetry_proto::tonic::trace::v1::Span>) {
+    let ingested = receiver
+        .ingest(&encode(&request("my-agent", spans)), Format::Protobuf)
+        .unwrap();
+    assert_eq!(ingested.rejected, 0, "{}", ingested.message);
 }

@@ -32,10 +32,21 @@ pub(crate) struct Breaker {
     /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
     /// took, and the budget per tool has no room for more).
     transitions: [AtomicU32; 5],
+    /// The generation of the word that began the current (or last) open episode — the word
+    /// that left Closed — so that a coordinator's close is bound to its episode (see
+    /// [`Event::RemoteClose`]). Written before the compare-and-swap that installs that word
+    /// (`Release`), read after loading the word (`Acquire`): every write of the word is a
+    /// read-modify-write, so a reader that sees the episode's word (or any later one) sees its
+    /// start, or a later attempt's — which can only make a close refuse, never wrongly close.
+    /// (It fills the padding after the tallies: the breaker stays 64 bytes.)
+    episode: AtomicU32,
     /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
     /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
-    /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
-    /// open episode; bits 0–55, when the breaker last closed after a probe, in ticks
+    /// fast path pays one relaxed load); bit 62, a coordinator watches the tool's successes (the
+    /// success fast path leaves for the one that tells it, on the same load); bits 56–61, the
+    /// backoff level of the current (or last) open episode (64 levels: a cooldown doubled 63
+    /// times is "never" long before); bits 0–55, when the breaker last closed after a probe, in
+    /// ticks
     /// ([`Ticks::NEVER`]: not yet).
     history: AtomicU64,
     policy: ArcSwap<ToolPolicy>,
@@ -43,9 +54,16 @@ pub(crate) struct Breaker {
     window: ArcSwapOption<RateWindow>,
 }
 
+// One cache line's worth: the episode's start fills the tallies' padding.
+#[cfg(not(all(test, tool_health_loom)))]
+const _: () = assert!(std::mem::size_of::<Breaker>() == 64);
+
 const HISTORY_WINDOW: u64 = 1 << 63;
+const HISTORY_WATCHED: u64 = 1 << 62;
+/// The bits that send a success on a Closed breaker off the fast path.
+const HISTORY_SLOW_SUCCESS: u64 = HISTORY_WINDOW | HISTORY_WATCHED;
 const HISTORY_LEVEL_SHIFT: u32 = 56;
-const HISTORY_LEVEL_MAX: u64 = 0x7F;
+const HISTORY_LEVEL_MAX: u64 = 0x3F;
 const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 
 impl Breaker {
@@ -63,6 +81,7 @@ impl Breaker {
             word: AtomicU64::new(Word::closed(generation).encode()),
             consecutive: AtomicU64::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
+            episode: AtomicU32::new(generation),
             history: AtomicU64::new(Ticks::NEVER.get()),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
@@ -93,6 +112,23 @@ impl Breaker {
     #[inline(always)]
     fn has_window(&self, order: Ordering) -> bool {
         self.history.load(order) & HISTORY_WINDOW != 0
+    }
+
+    /// Whether a coordinator watches this tool's successes (see [`Breaker::watch`]).
+    #[inline]
+    pub(crate) fn watched(&self) -> bool {
+        self.history.load(Ordering::Relaxed) & HISTORY_WATCHED != 0
+    }
+
+    /// Sends every success off the fast path (`on`), so that the record path can tell a
+    /// coordinator about it, or back onto it. Relaxed: a success racing the change may take
+    /// either path, as a success just before or after it would.
+    pub(crate) fn watch(&self, on: bool) {
+        if on {
+            self.history.fetch_or(HISTORY_WATCHED, Ordering::Relaxed);
+        } else {
+            self.history.fetch_and(!HISTORY_WATCHED, Ordering::Relaxed);
+        }
     }
 
     /// Replaces the bits of `mask` in the history word with `value` (which lies within `mask`).
@@ -249,15 +285,15 @@ impl Breaker {
     }
 
     /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
-    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window only
-    /// resets the counter, and this does it and answers `true`. `false`: any other case, for
-    /// [`Breaker::on_success`] to decide (it re-reads the word).
+    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window and
+    /// no coordinator watching only resets the counter, and this does it and answers `true`.
+    /// `false`: any other case, for [`Breaker::on_success`] to decide (it re-reads the word).
     #[inline(always)]
     pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
         let w = self.load();
         if w.state == CLOSED
             && generation.is_none_or(|g| g == w.generation)
-            && !self.has_window(Ordering::Relaxed)
+            && self.history.load(Ordering::Relaxed) & HISTORY_SLOW_SUCCESS == 0
         {
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
@@ -427,7 +463,11 @@ impl Breaker {
         self.apply(
             self.load(),
             now,
-            |_| (Event::RemoteClose { since }, t),
+            // After the word was loaded (see `episode`).
+            |_| {
+                let episode = self.episode.load(Ordering::Acquire);
+                (Event::RemoteClose { since, episode }, t)
+            },
             |s, _| {
                 if s.transition.is_some() {
                     self.set_history(HISTORY_CLOSED_MASK, now.at.get());
@@ -501,6 +541,10 @@ impl Breaker {
         loop {
             let (ev, t) = make(w);
             let s = step(w, ev, now, &t);
+            if w.state == CLOSED && s.next.state != CLOSED {
+                // An open episode begins: its start, before its word (see `episode`).
+                self.episode.store(s.next.generation, Ordering::Release);
+            }
             let installed = s.next == w
                 || self
                     .word

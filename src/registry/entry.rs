@@ -43,10 +43,16 @@ impl Named for Entry {
 impl Entry {
     /// A fresh entry under `policy`, marked seen in sweep epoch `epoch`, its breaker's first
     /// episode numbered `generation` (see `ToolHealthRegistry::generation_floor`).
-    pub(super) fn new(name: &str, policy: Arc<ToolPolicy>, epoch: u64, generation: u32) -> Self {
+    pub(super) fn new(
+        name: &str,
+        policy: Arc<ToolPolicy>,
+        epoch: u64,
+        generation: u32,
+        incarnation: u32,
+    ) -> Self {
         Entry {
             name: name.into(),
-            stats: ToolStats::default(),
+            stats: ToolStats::counting(incarnation),
             slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
             breaker: Breaker::starting_at(policy, generation),
             control: Control::default(),

@@ -98,6 +98,8 @@ impl ToolHealthRegistry {
             self.policy_for(tool),
             self.sweep_epoch.load(Ordering::Relaxed),
             self.generation_floor.load(Ordering::Relaxed),
+            // Under the insert lock: one number per entry (wrapping after 2^32 creations).
+            self.incarnations.fetch_add(1, Ordering::Relaxed),
         ));
         let entry = self.names.insert_with(tool, || Some(entry))?;
         self.tracked.fetch_add(1, Ordering::Relaxed);

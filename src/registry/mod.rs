@@ -138,6 +138,8 @@ pub struct ToolHealthRegistry {
     /// that never evicts. Written under `insert_lock`; read there and, `Relaxed`, by the gate
     /// of an untracked tool (a stale read only makes that permit stale).
     generation_floor: AtomicU32,
+    /// The number the next entry created gets (see `Entry::incarnation`).
+    incarnations: AtomicU32,
     /// Evict idle tools this old when a first sight meets the cap.
     evict_idle_after: Option<Duration>,
     tracked: AtomicUsize,
@@ -164,6 +166,11 @@ pub struct ToolHealthRegistry {
     local_rate_trips: AtomicBool,
     /// A coordinator is attached: exporters report the series only a coordinator feeds.
     coordinated: AtomicBool,
+    /// An outcome listener is set: the failure path (and a watched tool's success path) tells
+    /// it, after one relaxed load of this flag.
+    outcome_listening: AtomicBool,
+    /// The coordinator's outcome listener (see `Coordination::set_outcome_listener`).
+    outcome_listener: arc_swap::ArcSwapOption<coordination::Listening>,
     /// Breaker transitions are logged (target `tool_health`).
     log_transitions: AtomicBool,
 }

@@ -67,7 +67,7 @@ pub struct EvictedTool<'a> {
     /// Calls started and never finished since the entry was created.
     pub cancelled_count: u64,
     /// Of the refusals, those made while a coordinator had a say in the episode (see
-    /// [`Coordination::open_remotely`]).
+    /// [`Coordination::open_remotely`](crate::coordination::Coordination::open_remotely)).
     pub coordinated_refused_count: u64,
     /// Transitions taken, per edge of [`Transition::PAIRS`].
     pub transitions: [u64; 5],

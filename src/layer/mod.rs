@@ -95,7 +95,7 @@
 //! refusal, or whose tool returned the gate's refusal as its error — an event whose `error`
 //! field's text contains [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE) (what `#[instrument(err)]`
 //! logs when the tool returns it), or `error.type` =
-//! [`REFUSAL_ERROR_TYPE`](crate::REFUSAL_ERROR_TYPE) on the span or an event. The gate that
+//! [`REFUSAL_ERROR_TYPE`] on the span or an event. The gate that
 //! refused counted the refusal; a probe the span holds is given back.
 //!
 //! The duration runs from the span's first enter to its close on the registry clock (a span
@@ -172,7 +172,7 @@
 //! |---|---|
 //! | attribute `tool_health.gate.decision` = `allowed` / `probe` / `refused` | a decision is bound |
 //! | attribute `tool_health.breaker.state` = `closed` / `open` / `half_open` | the state at admission: `closed` when allowed, `half_open` for the probe (whose grant made it half-open), `open` or `half_open` (another caller's probe in flight) when refused |
-//! | status Error, description [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE), attribute `error.type` = [`REFUSAL_ERROR_TYPE`](crate::REFUSAL_ERROR_TYPE) | refused |
+//! | status Error, description [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE), attribute `error.type` = [`REFUSAL_ERROR_TYPE`] | refused |
 //! | event `tool_health.breaker.transition` with `tool_health.breaker.from` and `tool_health.breaker.to` | the span's outcome changed the breaker |
 //!
 //! This works from a child span of the tool span too. Without tracing-opentelemetry (or when
@@ -222,7 +222,7 @@
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
 //! | `classify.rs` | [`OutcomeClassifier`], [`DefaultClassifier`], [`SpanFacts`] |
 //! | `bind.rs` | the span-aware gate: each thread's entered tool spans, binding decisions to them |
-//! | `settle.rs` | the call helper's side: joining a tool span, settling its outcome |
+//! | `settle.rs` | the call helper's side: joining a tool span, recording each of its runs in it |
 //! | `close.rs` | a closed tool span → a record in the registry |
 //! | `otel.rs` | annotations on the OpenTelemetry span |
 

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::call::{CallOutcome, GateDecision, Permit};
+use crate::call::{GateDecision, Permit};
 use crate::semconv;
 
 use super::visitor::{SpanFields, Status};
@@ -45,13 +45,6 @@ impl Binding {
             _ => None,
         }
     }
-}
-
-/// An outcome the call helper settled on the span: recorded as is at close.
-#[derive(Debug, Clone)]
-pub(crate) struct Settled {
-    pub(crate) outcome: CallOutcome,
-    pub(crate) error_type: Option<Box<str>>,
 }
 
 /// What [`ToolSpan::bind`] did.
@@ -98,8 +91,9 @@ pub(crate) struct ToolSpan {
     /// The span closed: its state was taken for the record, nothing binds to it any more.
     pub(crate) closed: bool,
     pub(crate) binding: Option<Binding>,
-    /// The outcome the call helper settled, if it did: wins over inference.
-    pub(crate) settled: Option<Settled>,
+    /// A run of the call helper was recorded in this span (or in a span of the same tool
+    /// inside it): each run is one call, and the span adds no record of its own (`settle.rs`).
+    pub(crate) helper_recorded: bool,
 }
 
 impl ToolSpan {
@@ -125,7 +119,7 @@ impl ToolSpan {
             refused: false,
             closed: false,
             binding: None,
-            settled: None,
+            helper_recorded: false,
         }
     }
 
@@ -254,14 +248,18 @@ impl ToolSpan {
         if self.retry_after.is_none() {
             self.retry_after = inner.retry_after;
         }
+        if self.call_outcome.is_none() {
+            // The framework's own verdict (`skipped`, `denied`) on the inner span holds for
+            // the call.
+            self.call_outcome = inner.call_outcome.take();
+        }
+        self.failure_field |= inner.failure_field;
         self.status_error |= inner.status_error;
         self.error_event |= inner.error_event;
         self.panicked |= inner.panicked;
         self.completed |= inner.completed;
         self.refused |= inner.refused;
-        if self.settled.is_none() {
-            self.settled = inner.settled.take();
-        }
+        self.helper_recorded |= inner.helper_recorded;
         let binding = inner.binding.take()?;
         self.bind(&binding.tool, binding.decision).replaced_probe
     }

@@ -94,20 +94,27 @@ impl Shared {
 }
 
 impl Task {
+    /// The store answered a command: the exchange counts for `sync_lag`, and the replica is
+    /// connected — once it also hears the events channel (its subscription confirmed on the
+    /// subscriber's current connection): a replica that reads as connected misses no trip.
     pub(super) fn connected(&mut self) {
-        let was = self.shared.connected.swap(true, Ordering::Relaxed);
-        self.shared.auth_failed.store(false, Ordering::Relaxed);
         self.shared.last_sync_ms.store(
             u64::try_from(self.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1),
             Ordering::Relaxed,
         );
+        if !self.subscribed {
+            return;
+        }
+        let was = self.shared.connected.swap(true, Ordering::Relaxed);
+        self.shared.auth_failed.store(false, Ordering::Relaxed);
         self.shared.set_error(None);
+        self.ever_connected = true;
         if !was {
-            self.warned.remove("disconnected");
+            // News only after the WARN that said the store was away (at start too, when it
+            // did not answer at first); the first connection is otherwise silent.
+            let warned = self.warned.remove("disconnected");
             self.warned.remove("auth");
-            if self.warned.insert("connected") {
-                // The first connection is silent; a reconnection is news.
-            } else {
+            if warned {
                 tracing::info!(
                     target: LOG_TARGET,
                     url = %self.store.shown_url,
@@ -119,7 +126,30 @@ impl Task {
         self.apply_scope();
     }
 
+    /// The subscriber's connection closed: the replica does not hear the events channel until
+    /// it is subscribed again (a round does that, then reads the store).
+    pub(super) fn unsubscribed(&mut self, error: String) {
+        self.subscribed = false;
+        self.disconnected(error, false);
+    }
+
     pub(super) fn disconnected(&mut self, error: String, auth: bool) {
+        if !auth
+            && !self.ever_connected
+            && self.shared.started.elapsed() < self.settings.connect_grace
+        {
+            // The first connection is still being made (fred queues the first commands until
+            // it is): not news yet. Past the grace, a store that never answered is.
+            tracing::debug!(
+                target: LOG_TARGET,
+                url = %self.store.shown_url,
+                error = %error,
+                "fleet: the store has not answered yet"
+            );
+            self.shared.set_error(Some(error));
+            self.resync = true;
+            return;
+        }
         let was = self.shared.connected.swap(false, Ordering::Relaxed);
         if auth {
             self.shared.auth_failed.store(true, Ordering::Relaxed);

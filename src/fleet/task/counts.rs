@@ -25,15 +25,20 @@ impl Task {
         for (name, v) in views {
             let Some(ts) = self.tool(&name) else { continue };
             // Not marked yet: the tool was created since the last round (tools that existed
-            // when this replica joined got their baseline then), so every count is new; counts
-            // below the mark: the entry was evicted and created again, counting from zero.
+            // when this replica joined got their baseline then), so every count is new; a mark
+            // of another incarnation: the entry was evicted and created again, counting from
+            // zero (whatever its counts reached since, they are all new).
             let (s0, f0) = match ts.sent {
-                Some((s, f)) if s <= v.success && f <= v.failure => (s, f),
+                Some((incarnation, s, f))
+                    if incarnation == v.incarnation && s <= v.success && f <= v.failure =>
+                {
+                    (s, f)
+                }
                 _ => (0, 0),
             };
             let (ds, df) = (v.success - s0, v.failure - f0);
             // Marked sent before the call: a count is never sent twice (a lost call loses it).
-            ts.sent = Some((v.success, v.failure));
+            ts.sent = Some((v.incarnation, v.success, v.failure));
             let TripPolicy::FailureRate { window, .. } = v.trip else {
                 continue;
             };
@@ -64,7 +69,9 @@ impl Task {
                     return;
                 };
                 self.note(r.boot, r.corrupt);
-                for (tool, successes, failures) in r.value {
+                // A tool whose window cannot be read is skipped (and said); the others count.
+                self.reject(Rejected::Reply, r.value.unreadable);
+                for (tool, successes, failures) in r.value.tools {
                     let Some((_, _, _, _, v)) = batch.iter().find(|t| t.0 == tool) else {
                         continue;
                     };

@@ -17,6 +17,10 @@ impl Task {
                 BreakerState::Open,
                 TransitionReason::ProbeFailed | TransitionReason::LeaseExpired,
             ) => self.settle(&ev.tool, false).await,
+            (BreakerState::Open, BreakerState::HalfOpen, _) => self.probe_granted(&ev.tool).await,
+            (BreakerState::HalfOpen, BreakerState::Open, TransitionReason::ProbeReleased) => {
+                self.probe_given_back(&ev.tool).await;
+            }
             _ => {}
         }
     }
@@ -85,6 +89,7 @@ impl Task {
 
     /// The local breaker is open for fleet episode `ep`, whose probe may start in `remaining`.
     pub(super) fn adopt(&mut self, tool: &str, ep: u64, remaining: Duration, tripped_here: bool) {
+        self.streak_over(tool);
         let Some(ts) = self.tool(tool) else { return };
         ts.known_ep = ts.known_ep.max(ep);
         // A replica of this very episode does not re-apply it (a poll, an echo).
@@ -232,6 +237,17 @@ impl Task {
                 self.apply_control(&event.tool, ControlField::Ok(c), Source::Message);
             }
             wire::EventKind::Control(_) => {}
+            wire::EventKind::Streak { threshold, .. } => {
+                if self
+                    .registry
+                    .coordination()
+                    .coordination_view(&event.tool)
+                    .is_some()
+                {
+                    self.heard_streak(&event.tool, threshold).await;
+                }
+            }
+            wire::EventKind::StreakOver => self.streak_over(&event.tool),
         }
     }
 

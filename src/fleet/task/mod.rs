@@ -13,9 +13,10 @@
 //! |---|---|
 //! | `mod.rs` | the task's state, the loop that wakes it, bookkeeping |
 //! | `connection.rs` | what the task and the handle share; the store going away and coming back |
-//! | `rounds.rs` | a round: one complete exchange (poll, resync) |
+//! | `rounds.rs` | a round: one complete exchange (subscription, poll, resync) |
 //! | `episodes.rs` | local transitions published (trips, probe results); other replicas' applied |
-//! | `claims.rs` | the probe: claims in the store, holds on the local gate |
+//! | `claims.rs` | the probe: claims in the store, holds on the local gate, the lease kept on it |
+//! | `streak.rs` | the fleet-wide failure streak: failures reported as they happen |
 //! | `counts.rs` | this replica's counts into the fleet's failure-rate windows |
 //! | `controls.rs` | operator controls, fleet-wide |
 //!
@@ -40,6 +41,13 @@
 //! the probe when the cooldown ends; lost, the hold lasts until the winner's lease ends (plus
 //! the same margin for the next claim), when the claim is made again (a dead winner's lease
 //! simply expires). A claim the store cannot answer lifts the hold: the replica acts alone.
+//! The winner's lease covers the probe it lets through, and a probe given back gives its claim
+//! back (`claims.rs`).
+//!
+//! # The streak
+//!
+//! Failures are reported to the tool's fleet-wide failure streak as they happen; successes
+//! while one is open somewhere (`streak.rs`).
 //!
 //! [`close_remotely`]: crate::ToolHealthRegistry::close_remotely
 
@@ -58,8 +66,8 @@ use crate::registry::{HealthObserver, ToolHealthRegistry};
 use super::config::{FleetBuilder, RateScope};
 use super::store::{Store, StoreError};
 use super::wire::{
-    self, arg_ms, encode_tool, Boot, ClaimReply, ControlField, Rejected, ReplicaId, SettleReply,
-    SharedControl, SharedMode, SharedState, TripReply,
+    self, arg_ms, encode_tool, Boot, ClaimReply, ControlField, LeaseReply, Rejected, ReplicaId,
+    SettleReply, SharedControl, SharedMode, SharedState, StreakReply, TripReply,
 };
 use super::{FleetError, FleetStatus, LOG_TARGET};
 
@@ -69,10 +77,12 @@ mod controls;
 mod counts;
 mod episodes;
 mod rounds;
+mod streak;
 
 use claims::Claim;
 pub(super) use connection::{Shared, APPLIED_ACTIONS};
 use connection::{CLOSE, CONTROL, HOLD, OPEN};
+use streak::{OpenStreak, PendingTools};
 
 /// Local transitions waiting for the task; past this many, the task resyncs instead.
 const LOCAL_QUEUE: usize = 1024;
@@ -163,9 +173,15 @@ struct ToolSync {
     hex: String,
     known_ep: u64,
     episode: Option<Episode>,
-    /// Raw (success, failure) counts up to the last round: sent to the fleet's window (or, for
-    /// a tool not under a failure rate then, or before this replica joined, never to be).
-    sent: Option<(u64, u64)>,
+    /// The entry's incarnation and its raw (success, failure) counts up to the last round:
+    /// sent to the fleet's window (or, for a tool not under a failure rate then, or before
+    /// this replica joined, never to be).
+    sent: Option<(u32, u64, u64)>,
+    /// The same for the fleet-wide failure streak: the counts its last report went up to.
+    streak_sent: Option<(u32, u64, u64)>,
+    /// A fleet-wide failure streak is open for the tool: successes here are watched and
+    /// reported.
+    streak: Option<OpenStreak>,
     /// The newest control version applied, and what the fleet set.
     ctl_ver: u64,
     ctl: Option<SharedControl>,
@@ -198,6 +214,12 @@ struct Settings {
     rate_scope: RateScope,
     quorum: u32,
     quorum_window: Duration,
+    /// The fleet-wide failure streak is on (no quorum: with one, the fleet opens only on `k`
+    /// replicas' own trips).
+    streaks: bool,
+    /// How long the first connection may take before a store that has not answered is news
+    /// (the connection's own timeout, plus one reconnection delay).
+    connect_grace: Duration,
 }
 
 struct Task {
@@ -216,6 +238,17 @@ struct Task {
     resync: bool,
     /// Kinds of problems already logged (each once).
     warned: BTreeSet<&'static str>,
+    /// Local transitions were lost since the last resync (the queue overflowed).
+    lost_events: bool,
+    /// The subscription to the events channel is confirmed on the subscriber's current
+    /// connection.
+    subscribed: bool,
+    /// The replica was connected at least once.
+    ever_connected: bool,
+    /// Tools with news for the fleet-wide streak (the registry's outcome listener).
+    outcomes: Arc<PendingTools>,
+    /// The names behind the keys of `outcomes`.
+    names: HashMap<u64, String>,
 }
 
 /// Starts the task; the registry hears it as a transition observer and a coordinator.
@@ -250,6 +283,7 @@ pub(super) fn spawn(
             overflow: Arc::clone(&overflow),
             wake: Arc::clone(&wake),
         }));
+    let outcomes = Arc::new(PendingTools::new(Arc::clone(&wake)));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let settings = Settings {
         poll_interval: builder.poll_interval,
@@ -258,31 +292,41 @@ pub(super) fn spawn(
         rate_scope: builder.rate_scope,
         quorum: builder.quorum,
         quorum_window: builder.quorum_window,
+        streaks: builder.quorum <= 1,
+        connect_grace: builder
+            .command_timeout
+            .saturating_mul(4)
+            .saturating_add(super::store::reconnect_delay(builder.poll_interval)),
     };
+    if settings.streaks {
+        registry
+            .coordination()
+            .set_outcome_listener(Some(Arc::clone(&outcomes) as _));
+    }
     if settings.rate_scope == RateScope::Fleet {
         // Until the store answers, this replica breaks on its own window.
         registry.coordination().set_local_rate_trips(true);
     }
     // Counts made before this replica joined are not the fleet's: they are the baseline the
-    // first counts sent are taken from. A tool created later counts from zero.
+    // first counts sent (and the first streak report) are taken from. A tool created later
+    // counts from zero.
     let mut tools = HashMap::new();
-    if settings.rate_scope != RateScope::Local {
-        registry
-            .coordination()
-            .for_each_coordination_view(|name, v| {
-                if let Some(hex) = encode_tool(name) {
-                    let sent = Some((v.success, v.failure));
-                    tools.insert(
-                        name.to_owned(),
-                        ToolSync {
-                            hex,
-                            sent,
-                            ..ToolSync::default()
-                        },
-                    );
-                }
-            });
-    }
+    registry
+        .coordination()
+        .for_each_coordination_view(|name, v| {
+            if let Some(hex) = encode_tool(name) {
+                let base = Some((v.incarnation, v.success, v.failure));
+                tools.insert(
+                    name.to_owned(),
+                    ToolSync {
+                        hex,
+                        sent: base.filter(|_| settings.rate_scope != RateScope::Local),
+                        streak_sent: base,
+                        ..ToolSync::default()
+                    },
+                );
+            }
+        });
     let task = Task {
         registry,
         store,
@@ -296,6 +340,11 @@ pub(super) fn spawn(
         boot: None,
         resync: true,
         warned: BTreeSet::new(),
+        lost_events: false,
+        subscribed: false,
+        ever_connected: false,
+        outcomes,
+        names: HashMap::new(),
     };
     let handle = tokio::spawn(task.run());
     (shared, cmd_tx, handle)
@@ -321,9 +370,13 @@ impl Task {
         // Listening before connecting: the first connection is an event too.
         let mut connections = Some(self.store.connections());
         let mut errors = Some(self.store.errors());
+        let mut sub_connections = Some(self.store.subscriber_connections());
+        let mut sub_errors = Some(self.store.subscriber_errors());
         self.store.connect();
         let mut messages = Some(self.store.messages());
-        let mut next_round = tokio::time::Instant::now();
+        // The first round comes with the first connection; only a store that has not answered
+        // within the grace is tried (and reported) before.
+        let mut next_round = tokio::time::Instant::now() + self.settings.connect_grace;
         loop {
             let wake_at = self.next_claim_instant().min(next_round);
             tokio::select! {
@@ -352,8 +405,13 @@ impl Task {
                 }
                 _ = self.wake.notified() => {
                     if self.overflow.swap(false, Ordering::Relaxed) {
+                        // Local transitions were lost: resync now, not at the next poll.
                         self.resync = true;
+                        self.lost_events = true;
+                        let _ = self.round().await;
+                        next_round = tokio::time::Instant::now() + self.until_next_round();
                     }
+                    self.streaks().await;
                 }
                 msg = recv_or_pending(&mut messages) => match msg {
                     Ok(m) => self.on_message(&m).await,
@@ -362,9 +420,15 @@ impl Task {
                 },
                 conn = recv_or_pending(&mut connections) => {
                     // Connected (again): a round now rather than at the next retry or poll —
-                    // the first sync, or the resync after an outage, without waiting.
+                    // the first sync, or the resync after an outage, without waiting. A replica
+                    // that reads as connected already (its subscriber's connection came first)
+                    // only reads the store: a restart it did not notice shows in the boot id.
                     if conn.is_ok() || conn == Err(true) {
-                        let _ = self.round().await;
+                        if self.shared.is_connected() && !self.resync {
+                            self.resubscribe().await;
+                        } else {
+                            let _ = self.round().await;
+                        }
                         next_round = tokio::time::Instant::now() + self.until_next_round();
                     }
                 }
@@ -372,6 +436,21 @@ impl Task {
                     if let Ok((e, _)) = err {
                         let (auth, text) = self.store.describe(&e);
                         self.disconnected(text, auth);
+                    }
+                }
+                conn = recv_or_pending(&mut sub_connections) => {
+                    // The subscriber (re)connected: its subscription went with the old
+                    // connection. Subscribed again and the store read, now.
+                    if conn.is_ok() || conn == Err(true) {
+                        self.subscribed = false;
+                        self.resubscribe().await;
+                        next_round = tokio::time::Instant::now() + self.until_next_round();
+                    }
+                }
+                err = recv_or_pending(&mut sub_errors) => {
+                    if let Ok((e, _)) = err {
+                        let (_, text) = self.store.describe(&e);
+                        self.unsubscribed(format!("the events channel: {text}"));
                     }
                 }
                 _ = tokio::time::sleep_until(wake_at) => {
@@ -401,6 +480,12 @@ impl Task {
     /// Leaves the registry as it would be without a fleet, and closes the connections.
     async fn stop(&mut self) {
         self.registry.coordination().set_local_rate_trips(true);
+        self.registry.coordination().set_outcome_listener(None);
+        for (tool, ts) in &mut self.tools {
+            if ts.streak.take().is_some() {
+                self.registry.coordination().watch_successes(tool, false);
+            }
+        }
         for (tool, ts) in &mut self.tools {
             if let Some(hold) = ts.episode.as_mut().and_then(|e| e.hold.take()) {
                 self.registry.coordination().release_hold(tool, hold);

@@ -3,18 +3,28 @@
 use super::*;
 
 impl Task {
-    /// One complete exchange: local events, the store's state, resync, claims, counts.
+    /// One complete exchange: local events, the subscription, the store's state, resync,
+    /// claims, streaks, counts.
     pub(super) async fn round(&mut self) -> Result<(), FleetError> {
         while let Ok(ev) = self.local.try_recv() {
             self.on_local(ev).await;
         }
         if self.overflow.swap(false, Ordering::Relaxed) {
             self.resync = true;
+            self.lost_events = true;
         }
         let mut result = Ok(());
-        if let Err(e) = self.store.ensure_subscribed().await {
-            self.store_failed(&e);
-            result = Err(e.to_fleet());
+        // Subscribed before the store is read: whatever is published from then on is heard,
+        // whatever was published before is in what the poll reads.
+        if !self.subscribed || !self.store.subscriber_connected() {
+            self.subscribed = false;
+            match self.store.subscribe().await {
+                Ok(()) => self.subscribed = true,
+                Err(e) => {
+                    self.store_failed(&e);
+                    result = Err(e.to_fleet());
+                }
+            }
         }
         match self.poll().await {
             Ok(()) => {}
@@ -29,12 +39,34 @@ impl Task {
             ));
         }
         self.claims().await;
+        self.streaks().await;
         self.rates().await;
         self.forget_idle();
         if result.is_ok() && self.shared.is_connected() {
             self.connected();
         }
         result
+    }
+
+    /// Subscribes again (after the subscriber reconnected, or when it is not subscribed), then
+    /// reads the store: what was published while the subscription was down is in what the poll
+    /// reads (and open breakers are re-published if the store needs them).
+    pub(super) async fn resubscribe(&mut self) {
+        if !self.subscribed || !self.store.subscriber_connected() {
+            if let Err(e) = self.store.subscribe().await {
+                self.subscribed = false;
+                self.store_failed(&e);
+                return;
+            }
+            self.subscribed = true;
+        }
+        if let Err(e) = self.poll().await {
+            self.store_failed(&e);
+            return;
+        }
+        if self.resync {
+            let _ = self.republish().await;
+        }
     }
 
     /// Reads the store's state of every tool this replica holds state for, and of the tools
@@ -77,12 +109,18 @@ impl Task {
                 .await;
             self.apply_control(&polled.tool, polled.control, Source::Read);
         }
+        // Every open streak, unless there were more than one poll lists.
+        let complete = r.value.streaks.len() < POLL_OPEN_MAX;
+        self.polled_streaks(r.value.streaks, complete).await;
         Ok(())
     }
 
     /// Re-publishes every breaker open here that has no fleet episode (after an outage, a
     /// store that lost its data, lost local events). Whether the store answered throughout.
     pub(super) async fn republish(&mut self) -> bool {
+        if std::mem::take(&mut self.lost_events) {
+            self.settle_unheard().await;
+        }
         let mut open = Vec::new();
         self.registry
             .coordination()
@@ -102,6 +140,52 @@ impl Task {
         }
         self.resync = false;
         true
+    }
+
+    /// After local transitions were lost (more than the queue holds): the probes of this
+    /// replica's episodes that ended unheard are settled from the breakers' state — a breaker
+    /// closed under a claim this replica held closes the episode fleet-wide; one open again
+    /// after the probe was granted here opens the next — and episodes whose breaker closed some
+    /// other way are dropped. (Trips lost the same way are re-published below.)
+    async fn settle_unheard(&mut self) {
+        let mut ended = Vec::new();
+        for (tool, ts) in &self.tools {
+            let Some(e) = &ts.episode else { continue };
+            let Some(view) = self.registry.coordination().coordination_view(tool) else {
+                continue;
+            };
+            let held = matches!(e.claim, Claim::Won { .. } | Claim::Probing { .. });
+            match view.state {
+                BreakerState::Closed => ended.push((tool.clone(), held.then_some(true))),
+                BreakerState::Open if matches!(e.claim, Claim::Probing { .. }) => {
+                    ended.push((tool.clone(), Some(false)));
+                }
+                _ => {}
+            }
+        }
+        for (tool, settle) in ended {
+            tracing::debug!(
+                target: LOG_TARGET,
+                replica = %self.shared.replica,
+                tool,
+                ?settle,
+                "fleet: a probe's end was not heard (local events lost); settled from the breaker"
+            );
+            match settle {
+                Some(closed) => {
+                    self.settle(&tool, closed).await;
+                    if closed {
+                        self.registry.coordination().end_coordination(&tool);
+                    }
+                }
+                None => {
+                    if let Some(ts) = self.tools.get_mut(&tool) {
+                        ts.episode = None;
+                    }
+                    self.registry.coordination().end_coordination(&tool);
+                }
+            }
+        }
     }
 
     /// Forgets tools the registry no longer tracks and the fleet holds nothing for.

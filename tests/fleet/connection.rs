@@ -140,3 +140,43 @@ pub(crate) async fn a_replica_reads_as_connected_only_while_it_hears_the_events_
     .await;
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
+
+/// FLEET.md's promise, with the log as an operator reads it (INFO and up): nothing at start,
+/// one WARN when the store goes away, one INFO when it is back (and one when it came back
+/// empty: its data was lost).
+pub(crate) async fn the_store_going_and_coming_back_is_said_once_each() {
+    let Some(mut server) = Server::start() else {
+        return;
+    };
+    let logs = Logs::capture();
+    let prefix = prefix("said-once");
+    let r = Replica::with(
+        builder(&server.url(), &prefix).poll_interval(Duration::from_millis(100)),
+        ManualClock::new(),
+        config(3, SEC, SEC),
+    );
+    r.fleet.wait_connected(10 * SEC).await.expect("connected");
+    assert!(
+        operator_lines(&logs).is_empty(),
+        "{:?}",
+        operator_lines(&logs)
+    );
+    server.kill9();
+    wait_for("the store to be missed", 10 * SEC, || {
+        !r.fleet.status().connected
+    })
+    .await;
+    // Some rounds while it is away: still one warning.
+    tokio::time::sleep(Duration::from_millis(600)).await; // real time: the retries
+    server.restart();
+    r.fleet.wait_connected(10 * SEC).await.expect("back");
+    r.fleet.sync_now().await.expect("round");
+    let lines = operator_lines(&logs);
+    println!("the fleet's log at INFO:\n{}", lines.join("\n"));
+    let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
+    assert_eq!(count(" WARN "), 1, "{lines:#?}");
+    assert_eq!(count("does not answer"), 1, "{lines:#?}");
+    assert_eq!(count("answers again"), 1, "{lines:#?}");
+    assert_eq!(count("lost its data"), 1, "{lines:#?}");
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+}

@@ -416,6 +416,10 @@ pub(crate) async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_h
                 d => panic!("round {round}, replica {i}: {d:?}"),
             }
         }
+        // Every task done with the trip (the tripper adopts the episode when the trip script's
+        // reply arrives: a clock moved while it is in flight would count its cooldown from
+        // the later instant).
+        sync_all(&all).await;
         // Half the cooldown: still open everywhere, half left.
         for r in &all {
             r.clock.advance(cooldown / 2);
@@ -468,11 +472,11 @@ pub(crate) async fn a_probes_success_lost_in_an_overflowing_queue_still_closes_t
     let (a, b) = (&all[0], &all[1]);
     assert_eq!(a.fail(TOOL, 3), 3);
     wait_all(&all, TOOL, BreakerState::Open, "open everywhere", 5 * SEC).await;
-    for r in &all {
-        r.clock.advance(2 * SEC);
-    }
-    a.fleet.sync_now().await.expect("round"); // A claims (it has callers) and wins
-    b.fleet.sync_now().await.expect("round"); // B loses
+    // Past the cooldown, A first: A claims (it has callers) and wins; then B, which loses.
+    a.clock.advance(2 * SEC);
+    a.fleet.sync_now().await.expect("round");
+    b.clock.advance(2 * SEC);
+    b.fleet.sync_now().await.expect("round");
     let GateDecision::Probe(permit) = a.registry.check(TOOL) else {
         panic!("A probes: {:?}", a.fleet.status());
     };

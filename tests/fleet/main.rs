@@ -55,6 +55,7 @@ fn main() -> std::process::ExitCode {
         multi probe::a_probe_given_back_gives_its_claim_back,
         current connection::no_warning_at_start_when_the_store_answers,
         current connection::a_store_down_at_start_is_said_once_and_its_arrival_once,
+        current connection::the_store_going_and_coming_back_is_said_once_each,
         multi connection::a_replica_reads_as_connected_only_while_it_hears_the_events_channel,
         multi streak::failures_spread_over_replicas_trip_the_fleet_at_the_threshold,
         multi streak::a_success_anywhere_ends_the_fleets_streak,

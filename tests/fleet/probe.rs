@@ -62,14 +62,18 @@ async fn until_no_lease(client: &fred::prelude::Client, prefix: &str) -> Duratio
     start.elapsed()
 }
 
-/// Replica 0 trips; both are open; past the cooldown on both clocks replica 0 (it tripped: it
-/// has callers) claims and wins, replica 1 (no demand) claims after it and loses.
+/// Replica 0 trips; both are open; past the cooldown replica 0 (it tripped: it has callers)
+/// claims and wins, then replica 1 (no demand) claims after it and loses. (One clock at a
+/// time: a replica's task claims by itself when its clock says so.)
 async fn tripped_and_claimed(url: &str, prefix: &str, lease: Duration) -> Vec<Replica> {
     let all = replicas(url, prefix, 2, config(3, SEC, lease)).await;
     assert_eq!(all[0].fail(TOOL, 3), 3);
     wait_all(&all, TOOL, BreakerState::Open, "open everywhere", 5 * SEC).await;
-    advance(&all, 2 * SEC);
     for r in &all {
+        r.fleet.sync_now().await.expect("round"); // the trip applied everywhere
+    }
+    for r in &all {
+        r.clock.advance(2 * SEC);
         r.fleet.sync_now().await.expect("round");
     }
     all

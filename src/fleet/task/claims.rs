@@ -150,7 +150,7 @@ impl Task {
             match what {
                 Due::Claim { lease } => self.claim(&tool, hex, ep, lease).await,
                 Due::WindowOver { lease_end } => self.window_over(&tool, ep, lease_end),
-                Due::Renew => self.extend(&tool, ep).await,
+                Due::Renew => self.renew(&tool, ep).await,
             }
         }
     }
@@ -187,6 +187,25 @@ impl Task {
             ep,
             "fleet: no call took the probe within its claim; holding until the lease ends"
         );
+    }
+
+    /// The lease of a probe this replica granted is about to end: extended while the probe is
+    /// in flight (a probe without a lease of its own), else left to end — a probe whose lease
+    /// expired here is over, whether or not a call has written the expiry yet — and claimed
+    /// again when it does.
+    async fn renew(&mut self, tool: &str, ep: u64) {
+        let in_flight = self
+            .registry
+            .coordination()
+            .coordination_view(tool)
+            .is_some_and(|v| v.state == BreakerState::HalfOpen);
+        if in_flight {
+            self.extend(tool, ep).await;
+        } else if let Some(e) = self.episode_mut(tool, ep) {
+            if let Claim::Probing { lease_end } = e.claim {
+                e.claim = Claim::Lost { until: lease_end };
+            }
+        }
     }
 
     /// The local gate granted the probe of `tool`'s fleet episode: the lease must cover it in

@@ -188,12 +188,19 @@ impl Task {
         }
     }
 
-    /// Forgets tools the registry no longer tracks and the fleet holds nothing for.
+    /// Forgets tools the registry no longer tracks and the fleet holds nothing for (and their
+    /// names behind the outcome listener's keys).
     pub(super) fn forget_idle(&mut self) {
-        if self.tools.len() <= self.registry.tracked_tools() {
+        let registry = Arc::clone(&self.registry);
+        let tracked = registry.tracked_tools();
+        if self.names.len() > tracked {
+            // The names behind the outcome listener's keys: of tracked tools only.
+            self.names
+                .retain(|_, name| registry.coordination().coordination_view(name).is_some());
+        }
+        if self.tools.len() <= tracked {
             return;
         }
-        let registry = Arc::clone(&self.registry);
         self.tools.retain(|name, t| {
             t.holds_state() || registry.coordination().coordination_view(name).is_some()
         });

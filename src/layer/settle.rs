@@ -19,7 +19,7 @@ use tracing_core::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::breaker::Transition;
-use crate::call::{CallOutcome, CallReport};
+use crate::call::CallReport;
 use crate::hook::{CallHooks, CallingOut, HelperRun};
 
 use super::callsites::CallsiteRole;
@@ -59,14 +59,12 @@ fn record(registry: usize, tool: &str, id: &Id, dispatch: &Dispatch, run: &Helpe
     let registry = &layer.core.registry;
     let mut report = CallReport::new(run.outcome, run.duration).permit(run.permit);
     report.error_type = run.error_type;
-    let mut transitions: Vec<Transition> = registry
+    // A run with no verdict (a caller error, a cancellation) gives its probe back through the
+    // permit the report carries.
+    let transitions: Vec<Transition> = registry
         .record_report(tool, &report)
         .transitions()
         .collect();
-    if run.outcome == CallOutcome::Cancelled && run.permit.is_probe() {
-        // No verdict: the probe goes back exactly (the record counted the cancellation).
-        transitions.extend(registry.release(tool, run.permit).transitions());
-    }
     for b in others {
         if let Some(p) = b.probe() {
             let _ = registry.release(&b.tool, p);

@@ -33,6 +33,9 @@ BENCHES = [
     "contention/reference_one_thread", "contention/reference_two_threads",
     "contention/one_thread", "contention/two_threads_same_tool",
     "contention/two_threads_two_tools",
+    "status_10k/health_summary", "status_10k/tools_json_all", "status_10k/tools_json_first_page",
+    "status_events/record_plain", "status_events/record_slow_client",
+    "status_events/stream_1000_transitions",
 ]
 
 
@@ -76,6 +79,11 @@ def ratios(m):
         (4, "hot tool: 1,000 / 1 tracked", div(g("scale/hot_tool/1000"), g("scale/hot_tool/1")), "info", None),
         (4, "round robin over 100,000 / hot tool, 1 tracked", div(g("scale/round_robin/100000"), g("scale/hot_tool/1")), "info", None),
         (4, "metrics collection at 10,000 tools / the SDK's floor for the same series", div(g("collect_10k/metrics_collection"), g("collect_10k/sdk_floor_same_series")), "≤ 1.0", lambda v: v <= 1.0),
+        (5, "status: /tools JSON of 10,000 tools (ms)", ms(g("status_10k/tools_json_all")), "≤ 50", lambda v: v <= 50),
+        (5, "status: /tools JSON of 10,000 tools / health_summary of them", div(g("status_10k/tools_json_all"), g("status_10k/health_summary")), "info", None),
+        (5, "status: first page (100 of 10,000) (ms)", ms(g("status_10k/tools_json_first_page")), "info", None),
+        (5, "status: 1,000 transitions through the stream (ms; goal ≤ 1000: keeps up with 1,000/s)", ms(g("status_events/stream_1000_transitions")), "≤ 1000", lambda v: v <= 1000),
+        (5, "status: recording with a stalled client / without a status router", div(g("status_events/record_slow_client"), g("status_events/record_plain")), "info", None),
         (4, "metrics collection at 500 tools (ms)", ms(g("collect_500/metrics_collection")), "≤ 10", lambda v: v <= 10),
         (4, "metrics collection at 500 tools / the SDK's floor for the same series", div(g("collect_500/metrics_collection"), g("collect_500/sdk_floor_same_series")), "info", None),
         (4, "metrics collection at 10,000 tools (ms)", ms(g("collect_10k/metrics_collection")), "info", None),

@@ -2,8 +2,8 @@
 //! Redis, and a flaky tool goes down and comes back.
 //!
 //! ```text
-//! cargo run --example fleet -- --redis redis://127.0.0.1:6390
-//! TOOL_HEALTH_FLEET_URL=redis://127.0.0.1:6390 cargo run --example fleet
+//! cargo run --features fleet --example fleet -- --redis redis://127.0.0.1:6390
+//! TOOL_HEALTH_FLEET_URL=redis://127.0.0.1:6390 cargo run --features fleet --example fleet
 //! ```
 //!
 //! What it shows, as a timeline (≈ 5 s of real time):
@@ -77,12 +77,13 @@ or, with Redis installed (Debian: apt-get install redis-server):
 
 then:
 
-    cargo run --example fleet -- --redis redis://127.0.0.1:6390
-    (or TOOL_HEALTH_FLEET_URL=redis://127.0.0.1:6390 cargo run --example fleet)
+    cargo run --features fleet --example fleet -- --redis redis://127.0.0.1:6390
+    (or TOOL_HEALTH_FLEET_URL=redis://127.0.0.1:6390 cargo run --features fleet --example fleet)
 ";
 
 /// The command line's usage.
-const USAGE: &str = "usage: cargo run --example fleet -- --redis redis://HOST:PORT \
+const USAGE: &str =
+    "usage: cargo run --features fleet --example fleet -- --redis redis://HOST:PORT \
                      (or set TOOL_HEALTH_FLEET_URL)";
 
 fn main() -> ExitCode {
@@ -306,7 +307,7 @@ async fn connect(url: &str, fleets: &[Fleet]) -> Result<(), String> {
             Err(e) => {
                 return Err(format!(
                     "no answer from the store at {} within {} s: {e}\n\
-                     is the server running? `cargo run --example fleet` without a URL says how \
+                     is the server running? `cargo run --features fleet --example fleet` without a URL says how \
                      to start one",
                     shown(url),
                     CONNECT_WAIT.as_secs()

@@ -4,7 +4,9 @@
 # * no feature set pulls a C/cmake-built crypto library (aws-lc-sys, ring, openssl-sys) or cmake,
 #   except `fleet-tls`, which needs ring (fred's TLS; FLEET.md says why);
 # * `otlp-http` carries no gRPC stack (tonic) and `otlp-grpc` no HTTP client (reqwest);
-# * the default build carries neither, nor the OpenTelemetry SDK; `fleet` carries no OTLP stack.
+# * the default build carries neither, nor the OpenTelemetry SDK; `fleet` carries no OTLP stack;
+# * the span processors (`span-processor`, `span-processor-sdk-0-32`) carry the SDK and nothing
+#   else: no exporter, no transport, no runtime.
 #
 # Prints the crate count of each set (the figures in the README come from clean builds).
 set -euo pipefail
@@ -42,8 +44,23 @@ check "otlp-http + otlp-grpc" --features otlp-http,otlp-grpc --
 check "tokio" --features tokio -- tonic reqwest opentelemetry_sdk
 check "mcp" --features mcp -- tonic reqwest opentelemetry_sdk
 check "fleet" --features fleet -- tonic reqwest opentelemetry_sdk
+# The status page: axum with HTTP/1 only, no SDK, no OTLP, no serialisation crates.
+check "status" --features status -- tonic reqwest opentelemetry_sdk serde_json
+# `/metrics`: the SDK and its Prometheus exporter (no protobuf), still no OTLP stack.
+check "prometheus" --features prometheus -- tonic reqwest opentelemetry-otlp protobuf serde_json
+# The span processors: the SDK they plug into, no exporter, no transport.
+check "span-processor" --features span-processor -- tonic reqwest opentelemetry-otlp tokio
+check "span-processor-sdk-0-32" --features span-processor-sdk-0-32 -- tonic reqwest opentelemetry-otlp tokio
 # fred's TLS code exists only behind one of its rustls features, each of which compiles a
 # C-backed provider; ring (a C compiler, no cmake) is the lighter one and the only one allowed
 # (FLEET.md, "TLS"). Nothing else C-backed, and no OTLP stack.
 C_CRYPTO=(aws-lc-sys aws-lc-rs openssl-sys cmake)
 check "fleet-tls" --features fleet-tls -- tonic reqwest opentelemetry_sdk
+
+# The demo's default build (issue 26: ≤ 130 crates) has no web server: the status page is the
+# demo feature `status`.
+demo=$(cargo tree --quiet -p tool-health-demo --edges normal,build --prefix none |
+  sed -E 's/ \(\*\)$//; s/ \(proc-macro\)$//' | awk '{print $1}' | sort -u)
+grep -qx axum <<<"$demo" && fail "the demo's default build pulls axum"
+[ "$(wc -l <<<"$demo")" -le 130 ] || fail "the demo's default build has $(wc -l <<<"$demo") crates (> 130)"
+echo "check_deps: demo (default): $(wc -l <<<"$demo") crates, no axum"

@@ -22,16 +22,17 @@ LAYERS = [
     ["semconv"],
     ["policy"],
     ["call"],
+    ["infer"],
     ["breaker"],
     ["stats"],
     ["control"],
     ["hook"],
     ["registry"],
     ["router", "call_helper"],
-    ["layer"],
+    ["layer", "span_processor"],
     ["mcp", "fleet"],
     ["metrics"],
-    ["otlp"],
+    ["otlp", "status"],
 ]
 RANK = {m: i for i, ms in enumerate(LAYERS) for m in ms}
 

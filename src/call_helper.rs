@@ -16,7 +16,8 @@ use tracing::{Instrument as _, Span};
 
 use crate::call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
 use crate::hook::{self, HelperRun};
-use crate::registry::ToolHealthRegistry;
+use crate::registry::Escaped;
+use crate::registry::{NameError, ToolHealthRegistry};
 use crate::semconv;
 
 /// `error.type` of a call cut off by [`ToolCall::timeout`].
@@ -39,10 +40,21 @@ impl ToolHealthRegistry {
     /// let row = registry.call("sql_query").run_blocking(|| lookup(7));
     /// assert_eq!(row.unwrap(), "7");
     /// ```
+    ///
+    /// A name longer than [`max_name_len`](Self::max_name_len) is not copied: the call answers
+    /// [`CallError::InvalidName`] at once, without a span, a gate decision or a record.
     pub fn call(self: &Arc<Self>, tool: &str) -> ToolCall {
+        let (tool, invalid) = match self.validate_name(tool) {
+            Ok(()) => (tool.into(), None),
+            Err(e) => {
+                self.reject_name(e.len());
+                (Box::default(), Some(e))
+            }
+        };
         ToolCall {
             registry: Arc::clone(self),
-            tool: tool.into(),
+            tool,
+            invalid,
             timeout: None,
             span: None,
             classify: AllFailures,
@@ -134,6 +146,8 @@ impl ToolHealthRegistry {
 pub struct ToolCall<C = AllFailures> {
     registry: Arc<ToolHealthRegistry>,
     tool: Box<str>,
+    /// The name was refused (too long): the call answers this, and does nothing else.
+    invalid: Option<NameError>,
     timeout: Option<Duration>,
     span: Option<Span>,
     classify: C,
@@ -198,6 +212,7 @@ impl<C> ToolCall<C> {
         ToolCall {
             registry: self.registry,
             tool: self.tool,
+            invalid: self.invalid,
             timeout: self.timeout,
             span: self.span,
             classify,
@@ -211,16 +226,23 @@ impl<C> ToolCall<C> {
         F: Future<Output = Result<T, E>>,
         C: ClassifyError<E>,
     {
-        let (span, joined) = self.open_span();
+        let (span, joined) = match self.invalid {
+            None => self.open_span(),
+            Some(_) => (Span::none(), false),
+        };
         let ToolCall {
             registry,
             tool,
+            invalid,
             timeout,
             classify,
             ..
         } = self;
         let fut_span = span.clone();
         async move {
+            if let Some(e) = invalid {
+                return Err(CallError::InvalidName(e));
+            }
             let mut pending = Pending::start(registry, tool, span, joined);
             let permit = match pending.gate() {
                 Ok(permit) => permit,
@@ -241,17 +263,17 @@ impl<C> ToolCall<C> {
                 Some(limit) => with_timeout(limit, guarded).await,
             };
             let Some(result) = result else {
-                pending.finish(CallOutcome::Failure, Some(TIMEOUT_ERROR_TYPE));
+                pending.finish(Some(CallOutcome::Failure), Some(TIMEOUT_ERROR_TYPE));
                 return Err(CallError::TimedOut {
                     tool: pending.tool.to_string(),
                     after: timeout.unwrap_or_default(),
                 });
             };
             match &result {
-                Ok(_) => pending.finish(CallOutcome::Success, None),
+                Ok(_) => pending.finish(Some(CallOutcome::Success), None),
                 Err(e) => {
                     let class = classify.classify(e);
-                    pending.finish(class.outcome, Some(&class.error_type));
+                    pending.finish(class.recorded(), Some(&class.error_type));
                 }
             }
             result.map_err(CallError::Tool)
@@ -266,6 +288,9 @@ impl<C> ToolCall<C> {
     where
         C: ClassifyError<E>,
     {
+        if let Some(e) = self.invalid {
+            return Err(CallError::InvalidName(e));
+        }
         let (span, joined) = self.open_span();
         let _entered = span.enter();
         let mut pending = Pending::start(self.registry, self.tool, span.clone(), joined);
@@ -276,10 +301,10 @@ impl<C> ToolCall<C> {
         pending.admitted(permit);
         let result = call();
         match &result {
-            Ok(_) => pending.finish(CallOutcome::Success, None),
+            Ok(_) => pending.finish(Some(CallOutcome::Success), None),
             Err(e) => {
                 let class = self.classify.classify(e);
-                pending.finish(class.outcome, Some(&class.error_type));
+                pending.finish(class.recorded(), Some(&class.error_type));
             }
         }
         result.map_err(CallError::Tool)
@@ -396,12 +421,16 @@ impl Pending {
         }
     }
 
-    /// Records the call's outcome, once.
-    fn finish(&mut self, outcome: CallOutcome, error_type: Option<&str>) {
+    /// Records the call's outcome, once; `None`: the call says nothing about the tool, nothing
+    /// is recorded and a probe goes back ([`ErrorClass::unrecorded`]).
+    fn finish(&mut self, outcome: Option<CallOutcome>, error_type: Option<&str>) {
         let Some((permit, started)) = self.open.take() else {
             return;
         };
-        let failed = matches!(outcome, CallOutcome::Failure | CallOutcome::Ignored);
+        let failed = matches!(
+            outcome,
+            None | Some(CallOutcome::Failure | CallOutcome::Ignored)
+        );
         let error_type = error_type.filter(|t| failed && !t.is_empty());
         if let Some(error_type) = error_type {
             self.span.record(semconv::ERROR_TYPE, error_type);
@@ -422,6 +451,13 @@ impl Pending {
         if by_layer {
             return;
         }
+        let Some(outcome) = outcome else {
+            // The answer says nothing about the tool: nothing recorded, a probe given back.
+            if permit.is_probe() {
+                self.registry.release(&self.tool, permit);
+            }
+            return;
+        };
         let mut report = CallReport::new(outcome, duration);
         report.error_type = error_type;
         if outcome == CallOutcome::Cancelled {
@@ -443,9 +479,9 @@ impl Drop for Pending {
             return;
         }
         if std::thread::panicking() {
-            self.finish(CallOutcome::Failure, Some(PANIC_ERROR_TYPE));
+            self.finish(Some(CallOutcome::Failure), Some(PANIC_ERROR_TYPE));
         } else {
-            self.finish(CallOutcome::Cancelled, None);
+            self.finish(Some(CallOutcome::Cancelled), None);
         }
     }
 }
@@ -457,7 +493,7 @@ impl Drop for OnPanic<'_> {
     fn drop(&mut self) {
         if let Some(pending) = self.0.take() {
             if std::thread::panicking() {
-                pending.finish(CallOutcome::Failure, Some(PANIC_ERROR_TYPE));
+                pending.finish(Some(CallOutcome::Failure), Some(PANIC_ERROR_TYPE));
             }
         }
     }
@@ -469,6 +505,8 @@ impl Drop for OnPanic<'_> {
 pub struct ErrorClass {
     outcome: CallOutcome,
     error_type: Cow<'static, str>,
+    /// `false`: [`ErrorClass::unrecorded`].
+    recorded: bool,
 }
 
 impl ErrorClass {
@@ -477,6 +515,7 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Failure,
             error_type: error_type.into(),
+            recorded: true,
         }
     }
 
@@ -486,6 +525,7 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Ignored,
             error_type: error_type.into(),
+            recorded: true,
         }
     }
 
@@ -495,6 +535,7 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Cancelled,
             error_type: Cow::Borrowed(semconv::CANCELLED),
+            recorded: true,
         }
     }
 
@@ -503,12 +544,51 @@ impl ErrorClass {
         Self {
             outcome: CallOutcome::Success,
             error_type: Cow::Borrowed(""),
+            recorded: true,
         }
     }
 
-    /// The outcome recorded.
+    /// The answer says nothing about this tool — the call never reached it (e.g. the server
+    /// does not know the name, or the connection to the server failed): **nothing** is
+    /// recorded for the tool (no entry is created for a name never seen), a probe goes back at
+    /// once, and `error_type` is still written on the span. [`outcome`](Self::outcome) reads
+    /// [`CallOutcome::Ignored`] (neither a success nor a failure).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use tool_health::{ErrorClass, ToolHealthRegistry};
+    ///
+    /// let registry = Arc::new(ToolHealthRegistry::new());
+    /// let r = registry
+    ///     .call("invented_by_the_model")
+    ///     .classify(|_: &&str| ErrorClass::unrecorded("unknown_tool"))
+    ///     .run_blocking(|| Err::<(), _>("no such tool"));
+    /// assert!(r.is_err());
+    /// assert!(registry.snapshot("invented_by_the_model").is_none());
+    /// ```
+    pub fn unrecorded(error_type: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            outcome: CallOutcome::Ignored,
+            error_type: error_type.into(),
+            recorded: false,
+        }
+    }
+
+    /// The outcome recorded ([`CallOutcome::Ignored`] for an
+    /// [`unrecorded`](Self::unrecorded) class, which records nothing).
     pub fn outcome(&self) -> CallOutcome {
         self.outcome
+    }
+
+    /// Whether anything is recorded for the tool: `false` only for
+    /// [`unrecorded`](Self::unrecorded).
+    pub fn is_recorded(&self) -> bool {
+        self.recorded
+    }
+
+    /// What the call helper records: the outcome, or nothing.
+    fn recorded(&self) -> Option<CallOutcome> {
+        self.recorded.then_some(self.outcome)
     }
 
     /// The `error.type` written on the span and given to observers.
@@ -570,6 +650,11 @@ pub enum CallError<E> {
     },
     /// The tool's own error, recorded as its [`ErrorClass`] says.
     Tool(E),
+    /// The tool name is longer than the registry's
+    /// [`max_name_len`](ToolHealthRegistry::max_name_len): no tool of the application's has
+    /// it. The call was not made and nothing was recorded or copied. An invalid argument of the
+    /// model's: tell it so (the text says what is wrong), never [`REFUSAL_MESSAGE`].
+    InvalidName(NameError),
 }
 
 impl<E> CallError<E> {
@@ -606,20 +691,49 @@ impl<E> CallError<E> {
 impl<E: fmt::Display> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            // The model-facing text first, then what a log reader needs.
-            Self::Refused { tool, retry_after } if *retry_after == Duration::MAX => {
-                write!(f, "{REFUSAL_MESSAGE} (tool `{tool}`)")
-            }
+            // The model-facing text first, then what a log reader needs. The tool name is the
+            // model's: escaped, so it cannot write a line or a colour into a log.
             Self::Refused { tool, retry_after } => write!(
                 f,
-                "{REFUSAL_MESSAGE} (tool `{tool}`, retry in {:.1} s)",
-                retry_after.as_secs_f64()
+                "{REFUSAL_MESSAGE} (tool `{}`, {})",
+                Escaped(tool),
+                RetryIn(*retry_after)
             ),
             Self::TimedOut { tool, after } => {
-                write!(f, "tool `{tool}` timed out after {after:?}")
+                write!(f, "tool `{}` timed out after {after:?}", Escaped(tool))
             }
             Self::Tool(e) => e.fmt(f),
+            Self::InvalidName(e) => e.fmt(f),
         }
+    }
+}
+
+/// When to retry, as the model reads it: seconds under a minute (`retry in 2.5 s`), then
+/// whole minutes, hours or days rounded up; `until released` for a refusal without an end
+/// (`Duration::MAX`: forced open until released, or a cooldown too long to represent).
+struct RetryIn(Duration);
+
+impl fmt::Display for RetryIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MINUTE: u64 = 60;
+        const HOUR: u64 = 60 * MINUTE;
+        const DAY: u64 = 24 * HOUR;
+        let d = self.0;
+        if d == Duration::MAX {
+            return f.write_str("until released");
+        }
+        if d < Duration::from_secs(MINUTE) {
+            return write!(f, "retry in {:.1} s", d.as_secs_f64());
+        }
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        let (n, unit) = if secs < 2 * HOUR {
+            (secs.div_ceil(MINUTE), "min")
+        } else if secs < 2 * DAY {
+            (secs.div_ceil(HOUR), "h")
+        } else {
+            (secs.div_ceil(DAY), "d")
+        };
+        write!(f, "retry in {n} {unit}")
     }
 }
 

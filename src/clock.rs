@@ -17,7 +17,8 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Waker;
 use std::time::Duration;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 use std::time::Instant;
@@ -42,6 +43,21 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// overrides it on Linux with `CLOCK_MONOTONIC_COARSE`.
     fn now_coarse(&self) -> Duration {
         self.now()
+    }
+
+    /// Asks for `waker` to be woken the next time this clock's time is moved by hand, and
+    /// says whether the clock can do that.
+    ///
+    /// A timer that waits for an instant of the registry's time line (the end of a cooldown,
+    /// for the MCP client's tool-list subscription, feature `mcp`) sleeps in real time and, on
+    /// a clock that jumps, also wakes when it jumps, then reads [`now`](Clock::now) again. A
+    /// clock that moves by itself has nothing to report: the default registers nothing and
+    /// returns `false`. [`ManualClock`] wakes every waker registered so far on each
+    /// [`advance`](ManualClock::advance) and [`set`](ManualClock::set), so tests drive such
+    /// timers without sleeping.
+    fn wake_when_moved(&self, waker: &Waker) -> bool {
+        let _ = waker;
+        false
     }
 }
 
@@ -129,6 +145,9 @@ pub struct ManualClock {
     // Nanoseconds since the origin. Relaxed is enough: the clock is one independent value and
     // callers that need happens-before between threads get it from their own synchronisation.
     nanos: Arc<AtomicU64>,
+    /// Timers waiting for the time to move ([`Clock::wake_when_moved`]); woken, and forgotten,
+    /// on every move. Touched only by timers and moves, never by a reading.
+    waiting: Arc<Mutex<Vec<Waker>>>,
 }
 
 impl ManualClock {
@@ -146,18 +165,38 @@ impl ManualClock {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 Some(n.saturating_add(by))
             });
+        self.wake_waiting();
     }
 
     /// Sets the time to `to` if that is later than now; a manual clock never goes backwards.
     pub fn set(&self, to: Duration) {
         self.nanos
             .fetch_max(duration_to_nanos(to), Ordering::Relaxed);
+        self.wake_waiting();
+    }
+
+    /// Wakes the timers waiting for a move (after it: a woken timer reads the new time).
+    fn wake_waiting(&self) {
+        let woken =
+            std::mem::take(&mut *self.waiting.lock().unwrap_or_else(PoisonError::into_inner));
+        for waker in woken {
+            waker.wake();
+        }
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+
+    fn wake_when_moved(&self, waker: &Waker) -> bool {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        // One entry per task: a timer polled again replaces its own waker.
+        if !waiting.iter().any(|w| w.will_wake(waker)) {
+            waiting.push(waker.clone());
+        }
+        true
     }
 }
 
@@ -207,6 +246,37 @@ mod tests {
                 "{coarse:?} vs {exact:?}"
             );
         }
+    }
+
+    #[test]
+    fn manual_clock_wakes_waiting_timers_on_every_move() {
+        use std::sync::atomic::AtomicUsize;
+        use std::task::Wake;
+
+        #[derive(Default)]
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        let c = ManualClock::new();
+        assert!(c.wake_when_moved(&waker));
+        assert!(c.wake_when_moved(&waker), "registered once per task");
+        c.advance(Duration::from_secs(1));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        c.advance(Duration::from_secs(1));
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            1,
+            "woken once, then forgotten"
+        );
+        assert!(c.wake_when_moved(&waker));
+        c.set(Duration::from_secs(10));
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        assert!(!SystemClock::new().wake_when_moved(&waker));
     }
 
     #[test]

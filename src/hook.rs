@@ -19,13 +19,13 @@
 //! an observer that logs never fails a healthy tool's span nor recurses into the layer.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
 
 use tracing::span::Id;
 use tracing::{Dispatch, Span};
 
-use std::time::Duration;
 
 use crate::call::{CallOutcome, GateDecision, Permit};
 
@@ -68,6 +68,9 @@ pub(crate) fn gate(
     tool: &str,
     decide: &mut dyn FnMut() -> GateDecision,
 ) -> GateDecision {
+    if DEFERRED.load(Ordering::Relaxed) != 0 {
+        flush_deferred(registry);
+    }
     let decision = match BINDER.get() {
         Some(binder) => binder(registry, tool, decide),
         None => decide(),
@@ -75,6 +78,141 @@ pub(crate) fn gate(
     // Outside the binder's `get_default`: an event emitted in there would go nowhere.
     warn_if_tool_spans_filtered();
     decision
+}
+
+/// A feed holding calls whose verdict comes after their span (`infer/deferred.rs`): the gate
+/// has it record what is due before deciding, so that a probe's deferred verdict is never
+/// stale.
+pub(crate) trait DeferredFlush: Send + Sync {
+    /// Records the waiting calls of `registry` (its address) that are due now.
+    fn flush_due(&self, registry: usize);
+}
+
+/// Calls waiting for a late verdict, in every feed of the process. While it is zero the gate
+/// pays one relaxed load for them. Relaxed is enough: a flush is an early record, never
+/// needed for correctness of the breaker word; a racing gate call merely flushes at its next
+/// call.
+static DEFERRED: AtomicUsize = AtomicUsize::new(0);
+
+/// The feeds that may hold waiting calls (dropped ones are skipped).
+static FLUSHERS: Mutex<Vec<Weak<dyn DeferredFlush>>> = Mutex::new(Vec::new());
+
+/// Registers a feed that may hold waiting calls, and has the gate go through [`gate`].
+pub(crate) fn install_deferred_flush(feed: Weak<dyn DeferredFlush>) {
+    let mut flushers = FLUSHERS.lock().unwrap_or_else(PoisonError::into_inner);
+    flushers.retain(|f| f.strong_count() > 0);
+    flushers.push(feed);
+    INSTALLED.store(true, Ordering::Relaxed);
+}
+
+/// `n` more (or fewer) calls wait somewhere.
+pub(crate) fn deferred_add(n: isize) {
+    if n >= 0 {
+        DEFERRED.fetch_add(n.unsigned_abs(), Ordering::Relaxed);
+    } else {
+        DEFERRED.fetch_sub(n.unsigned_abs(), Ordering::Relaxed);
+    }
+}
+
+/// Flushes every feed's due calls for `registry`, eight feeds at a time taken out of the list
+/// (no lock held while they record, no allocation).
+#[cold]
+#[inline(never)]
+fn flush_deferred(registry: usize) {
+    const CHUNK: usize = 8;
+    let mut from = 0;
+    loop {
+        let mut feeds: [Option<std::sync::Arc<dyn DeferredFlush>>; CHUNK] = Default::default();
+        let more = {
+            let list = FLUSHERS.lock().unwrap_or_else(PoisonError::into_inner);
+            for (slot, feed) in feeds.iter_mut().zip(list.iter().skip(from)) {
+                *slot = feed.upgrade();
+            }
+            list.len() > from + CHUNK
+        };
+        for feed in feeds.iter().flatten() {
+            feed.flush_due(registry);
+        }
+        if !more {
+            break;
+        }
+        from += CHUNK;
+    }
+}
+
+thread_local! {
+    /// The last call a `ToolHealthLayer` recorded on this thread: its registry's address, a
+    /// hash of its tool name, and the registry clock's reading then. The span processor, which
+    /// sees the same span when tracing-opentelemetry ends it right after the layer's close (the
+    /// documented layer order), skips it: one call, one record, the layer's (it holds the
+    /// permit).
+    static LAYER_RECORDED: Cell<Option<(usize, u64, Duration)>> = const { Cell::new(None) };
+}
+
+/// How long after the layer's record the span processor may still take a span of the same
+/// tool on the same thread for the same call (tracing-opentelemetry ends it within the same
+/// close; the registry clock may be coarse).
+#[cfg_attr(
+    not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+    allow(dead_code)
+)]
+pub(crate) const SAME_CLOSE: Duration = Duration::from_millis(50);
+
+/// Set once a span processor exists in the process: until then the layer marks nothing.
+static PROCESSOR: AtomicBool = AtomicBool::new(false);
+
+/// A span processor exists (the layer starts marking its records).
+#[cfg_attr(
+    not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+    allow(dead_code)
+)]
+pub(crate) fn install_processor() {
+    PROCESSOR.store(true, Ordering::Relaxed);
+}
+
+/// Whether a span processor exists in the process (the layer's close then marks its calls):
+/// one relaxed load.
+#[inline(always)]
+pub(crate) fn processor_installed() -> bool {
+    PROCESSOR.load(Ordering::Relaxed)
+}
+
+/// The layer handled (recorded, deferred or folded) a call of `tool` at `now`.
+#[cold]
+#[inline(never)]
+pub(crate) fn mark_layer_recorded(registry: usize, tool: &str, now: Duration) {
+    let hash = tool_hash(tool);
+    let _ = LAYER_RECORDED.try_with(|c| c.set(Some((registry, hash, now))));
+}
+
+/// Whether the layer just recorded this call (and forgets it: one skip per record).
+#[cfg_attr(
+    not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+    allow(dead_code)
+)]
+pub(crate) fn take_layer_recorded(registry: usize, tool: u64, now: Duration) -> bool {
+    LAYER_RECORDED
+        .try_with(|c| match c.get() {
+            Some((r, t, at))
+                if r == registry && t == tool && now.saturating_sub(at) <= SAME_CLOSE =>
+            {
+                c.set(None);
+                true
+            }
+            _ => false,
+        })
+        .unwrap_or(false)
+}
+
+/// A tool name's fingerprint for [`mark_layer_recorded`]: its length and its first and last
+/// eight bytes (a few instructions; it tells one call's span from another tool's on the same
+/// thread within one close, which is all it is asked).
+pub(crate) fn tool_hash(tool: &str) -> u64 {
+    let b = tool.as_bytes();
+    let word = |s: &[u8]| s.iter().fold(0u64, |w, &x| (w << 8) | u64::from(x));
+    let head = word(&b[..b.len().min(8)]);
+    let tail = word(&b[b.len().saturating_sub(8)..]);
+    (b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ head ^ tail.rotate_left(29)
 }
 
 /// Set once the filter warning was given.
@@ -116,7 +254,8 @@ fn warn_filtered() {
 /// gate gave it, and how long it took.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HelperRun<'a> {
-    pub(crate) outcome: CallOutcome,
+    /// `None`: nothing is recorded (the call says nothing about the tool), a probe goes back.
+    pub(crate) outcome: Option<CallOutcome>,
     pub(crate) error_type: Option<&'a str>,
     pub(crate) permit: Permit,
     pub(crate) duration: Duration,

@@ -31,14 +31,25 @@
 //!
 //! # Where things are
 //!
-//! Everything is imported from the crate root — the registry, the gate's values, the call
-//! helper ([`ToolHealthRegistry::call`] → [`ToolCall`]), policies, controls, the router —
-//! except four concepts with a module of their own: [`layer`] (span conventions, the outcome
-//! classifier, span attribute names), [`metrics`] (instrument names), `otlp` (features
-//! `otlp-http` / `otlp-grpc`: one-call OTLP setup) and `mcp` (feature `mcp`: an MCP client
-//! behind the breaker). [`ToolHealthLayer`] and [`publish_metrics`], which every user needs,
-//! are also re-exported at the root. `ARCHITECTURE.md` draws the layers and follows one tool
-//! call through the files.
+//! What an application names is at the crate root: the registry and its builder, the gate's
+//! values ([`GateDecision`], [`Permit`]), outcomes and reports, the call helper
+//! ([`ToolHealthRegistry::call`] → [`ToolCall`]), policies and controls, the router, the clock,
+//! [`ToolHealthLayer`] and [`publish_metrics`]. Each other concept has a module of its own:
+//!
+//! | module | for |
+//! |---|---|
+//! | [`layer`] | span conventions, the outcome classifier, span attribute names and `error.type` values |
+//! | [`metrics`] | instrument names |
+//! | [`observe`] | observers of calls and transitions, the transition log's target |
+//! | [`coordination`] | what a coordinator of several replicas reads and moves (`registry.coordination()`) |
+//! | `otlp` | features `otlp-http` / `otlp-grpc`: one-call OTLP setup |
+//! | `mcp` | feature `mcp`: an MCP client behind the breaker |
+//! | `span_processor` | features `span-processor` (SDK 0.33, [`ToolHealthSpanProcessor`] at the root too) and `span-processor-sdk-0-32`: the same inference fed from OpenTelemetry SDK spans |
+//! | `fleet` | feature `fleet`: decisions shared between replicas over Valkey or Redis |
+//! | `status` | feature `status`: a live status page, the tools as JSON, an event stream (axum); `/metrics` with `prometheus` |
+//!
+//! `ARCHITECTURE.md` draws the layers and follows one tool call through the files; `docs/` has
+//! the guides.
 //!
 //! # Interactions to know (properties, not bugs)
 //!
@@ -80,6 +91,7 @@ mod environment;
 #[cfg(feature = "fleet")]
 pub mod fleet;
 mod hook;
+mod infer;
 pub mod layer;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -90,24 +102,32 @@ mod policy;
 mod registry;
 mod router;
 mod semconv;
+#[cfg(any(feature = "span-processor", feature = "span-processor-sdk-0-32"))]
+pub mod span_processor;
 mod stats;
+#[cfg(feature = "status")]
+pub mod status;
 mod ticks;
 
 // The crate root: what an application names. Everything else lives in the module of its
 // concept (the crate docs' "Where things are"); the old root names of moved items stay as
 // hidden aliases so that code written against them still compiles.
 pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
-pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
+pub use call::{CallOutcome, CallReport, GateDecision, NotRecorded, Permit, REFUSAL_MESSAGE};
 pub use call_helper::{AllFailures, CallError, ClassifyError, ErrorClass, ToolCall};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
-pub use policy::{Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy};
+pub use policy::{
+    Apply, Backoff, CircuitBreakerConfig, JitterSource, SettingError, ToolPolicy, TripPolicy,
+};
 pub use registry::{
-    RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
+    NameError, RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
+#[cfg(feature = "span-processor")]
+pub use span_processor::ToolHealthSpanProcessor;
 pub use stats::HealthStatus;
 
 pub use registry::coordination;
@@ -136,7 +156,45 @@ pub use registry::DEFAULT_MAX_TOOLS;
 #[doc(hidden)]
 pub use stats::{DEGRADED_SCORE, EWMA_SCALE, HEALTHY_SCORE};
 
-/// The README's code blocks, compiled and run as doctests.
+/// The README's code blocks, compiled and run as doctests (so are the `docs/` pages').
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/spans.md")]
+struct SpansDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/call-helper.md")]
+struct CallHelperDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/controls.md")]
+struct ControlsDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/frameworks.md")]
+struct FrameworksDoctests;
+
+#[cfg(all(doctest, feature = "otlp-http"))]
+#[doc = include_str!("../docs/opentelemetry.md")]
+struct OpenTelemetryDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDoctests;
+
+/// docs/mcp.md's code blocks, compiled and run as doctests (feature `mcp`).
+#[cfg(all(doctest, feature = "mcp"))]
+#[doc = include_str!("../docs/mcp.md")]
+struct McpDocDoctests;
+
+#[cfg(all(doctest, feature = "prometheus"))]
+#[doc = include_str!("../docs/status.md")]
+struct StatusDoctests;
+
+/// `docs/untrusted-input.md`'s code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/untrusted-input.md")]
+struct UntrustedInputDoctests;

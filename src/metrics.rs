@@ -11,6 +11,11 @@
 //! | `tool_health.breaker.transitions` | observable counter (u64) | `{transition}` | `tool_health.breaker.from`, `tool_health.breaker.to` |
 //! | `gen_ai.execute_tool.duration` | histogram (f64) | `s` | `error.type` on failed calls only; [`DURATION_BOUNDARIES`] |
 //!
+//! With feature `mcp`, one more instrument reports the MCP servers' breakers (kept apart from
+//! the tools': a server is never a `gen_ai.tool.name` series): `tool_health.server.breaker.state`,
+//! an observable gauge (i64) with `mcp.server.name` and `tool_health.breaker.state` (1 for the
+//! current state, 0 for the others), one series per state per server once a client named it.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use opentelemetry::metrics::MeterProvider as _;
@@ -74,8 +79,9 @@
 //! Tools past the registry's cap ([`RegistryBuilder::max_tools`](crate::RegistryBuilder::max_tools))
 //! are not tracked individually: they appear as one overflow series per instrument and
 //! outcome, with `otel.metric.overflow = true` and `gen_ai.tool.name = "_OTHER"`, never as new
-//! series. They have no breaker, so they appear only in `tool_health.calls` (success and
-//! failure, cancelled) and in the duration histogram.
+//! series. They share one overflow breaker: from the first overflow on, `tool_health.calls`
+//! reports its successes, failures, refusals and cancellations, and `tool_health.breaker.state`
+//! its state, in the `_OTHER` series; their durations go to the histogram's `_OTHER` series.
 //!
 //! Mind the SDK's own cardinality limit (2000 series per instrument by default): with all
 //! series reported, `tool_health.breaker.transitions` has four per tool, so more than about 500
@@ -97,6 +103,9 @@ use crate::semconv::{
     SOURCE_FLEET, TOOL_NAME, TRANSITION_FROM as FROM, TRANSITION_TO as TO,
 };
 
+/// The MCP servers' breaker gauge (feature `mcp`; see the module docs).
+#[cfg(feature = "mcp")]
+pub use crate::semconv::METRIC_SERVER_BREAKER_STATE as SERVER_BREAKER_STATE;
 pub use crate::semconv::{
     METRIC_BREAKER_STATE as BREAKER_STATE, METRIC_CALLS as CALLS, METRIC_DURATION as DURATION,
     METRIC_SCORE as SCORE, METRIC_TRANSITIONS as TRANSITIONS, OTHER as OVERFLOW_TOOL_NAME,
@@ -107,6 +116,26 @@ pub use crate::semconv::{
 pub const DURATION_BOUNDARIES: [f64; 14] = [
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 ];
+
+/// The instrumentation scope (meter name) the metrics are published under by this crate's own
+/// setups (`otlp`, the status router's Prometheus endpoint), which their cardinality views match.
+pub const METER_SCOPE: &str = "tool_health";
+
+/// Series per tracked tool the cardinality limit leaves room for, per instrument: the largest
+/// instrument reports five per tool (`tool_health.calls`: four outcomes and the shadow
+/// refusals), the duration histogram one plus one per `error.type`.
+pub const SERIES_PER_TOOL: usize = 8;
+
+/// The SDK cardinality limit this crate's setups give each of its instruments:
+/// [`SERIES_PER_TOOL`] series for each tool the registry can track, plus the overflow series.
+/// The SDK's default (2,000 per instrument) would fold the series of tools past about 500 into
+/// its own overflow series, silently.
+pub fn cardinality_limit(max_tools: usize) -> usize {
+    max_tools
+        .saturating_add(1)
+        .saturating_mul(SERIES_PER_TOOL)
+        .max(2_000)
+}
 
 /// The outcomes `tool_health.calls` reports, in order.
 const CALL_OUTCOMES: [CallOutcome; 4] = [
@@ -153,8 +182,49 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                     }
                 });
             });
+            // The overflow breaker, once the cap was reached.
+            reg.overflow_view(|view| {
+                let current = view.state();
+                for state in BreakerState::ALL {
+                    let [a, b] = overflow_attrs();
+                    let attrs = [a, b, KeyValue::new(BREAKER_STATE, state.as_str())];
+                    obs.observe(i64::from(state == current), &attrs);
+                }
+            });
         }))
         .build();
+
+    // The MCP servers' own breakers (feature `mcp`): a registry of their own, never among the
+    // tools' series. Nothing is reported until a client names a server.
+    #[cfg(feature = "mcp")]
+    {
+        let weak = Arc::downgrade(registry);
+        meter
+            .i64_observable_gauge(SERVER_BREAKER_STATE)
+            .with_unit("1")
+            .with_description(
+                "MCP server circuit breaker state: 1 for the current state, 0 for the others",
+            )
+            .with_callback(move |obs| {
+                let Some(reg) = weak.upgrade() else {
+                    return;
+                };
+                let Some(servers) = reg.servers_if_any() else {
+                    return;
+                };
+                servers.for_each_tool(|server, view| {
+                    let current = view.state();
+                    for state in BreakerState::ALL {
+                        let attrs = [
+                            KeyValue::new(crate::semconv::MCP_SERVER_NAME, server.to_owned()),
+                            KeyValue::new(BREAKER_STATE, state.as_str()),
+                        ];
+                        obs.observe(i64::from(state == current), &attrs);
+                    }
+                });
+            })
+            .build();
+    }
 
     meter
         .u64_observable_counter(CALLS)
@@ -223,10 +293,11 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                 });
                 names.prune(reg);
                 let overflow = reg.overflow();
-                if overflow.records > 0 {
+                if overflow.records > 0 || overflow.refused_count > 0 {
                     for (outcome, count) in [
                         (CallOutcome::Success, overflow.success_count),
                         (CallOutcome::Failure, overflow.failure_count),
+                        (CallOutcome::Refused, overflow.refused_count),
                         (CallOutcome::Cancelled, overflow.cancelled_count),
                     ] {
                         let [a, b] = overflow_attrs();

@@ -85,6 +85,13 @@ pub const METRIC_CALLS: &str = "tool_health.calls";
 pub const METRIC_TRANSITIONS: &str = "tool_health.breaker.transitions";
 /// `gen_ai.execute_tool.duration`: how long each tool call took, in seconds.
 pub const METRIC_DURATION: &str = "gen_ai.execute_tool.duration";
+/// `tool_health.server.breaker.state`: an MCP server's breaker, 1 for its current state, 0
+/// for the others (attributes `mcp.server.name`, `tool_health.breaker.state`).
+#[cfg(feature = "mcp")]
+pub const METRIC_SERVER_BREAKER_STATE: &str = "tool_health.server.breaker.state";
+/// `mcp.server.name`: the MCP server a series or a span is about (the client's name for it).
+#[cfg(feature = "mcp")]
+pub(crate) const MCP_SERVER_NAME: &str = "mcp.server.name";
 /// `tool_health.fleet.connected`: 1 while the fleet's store answers, 0 while it does not.
 #[cfg(feature = "fleet")]
 pub const METRIC_FLEET_CONNECTED: &str = "tool_health.fleet.connected";

@@ -263,8 +263,8 @@ impl ToolStats {
         }
     }
 
-    /// Records one finished call.
-    #[inline]
+    /// Records one finished call (inlined: it is the record path's hot part).
+    #[inline(always)]
     pub(crate) fn record(&self, success: bool, duration: Duration) {
         let stripe = self.stripe();
         // SeqCst: the registry's eviction handshake orders this count against the sweep (see

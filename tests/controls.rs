@@ -356,6 +356,9 @@ fn a_forced_open_tool_reads_open_and_unhealthy() {
         "was healthy"
     );
     assert_eq!(s.retry_after, Some(60 * SEC));
+    // The score stays what the calls said (README, "The core": the breaker decides, the score
+    // is evidence): one success, a perfect score, beside Unhealthy and Open.
+    assert_eq!(s.score, 1.0);
     assert_eq!(r.breaker_state("t"), BreakerState::Open);
     assert_eq!(
         r.get_health_status("t"),

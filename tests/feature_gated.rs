@@ -23,6 +23,18 @@ const SUITES: &[(&str, bool, &str)] = &[
     ),
     ("fleet_acl", cfg!(feature = "fleet"), "feature `fleet`"),
     ("fleet_alloc", cfg!(feature = "fleet"), "feature `fleet`"),
+    ("mcp_server_metrics", cfg!(feature = "mcp"), "feature `mcp`"),
+    ("status", cfg!(feature = "status"), "feature `status`"),
+    (
+        "status_prometheus",
+        cfg!(feature = "prometheus"),
+        "feature `prometheus`",
+    ),
+    (
+        "span_processor",
+        cfg!(feature = "span-processor"),
+        "feature `span-processor`",
+    ),
 ];
 
 fn main() -> ExitCode {

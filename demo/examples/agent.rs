@@ -7,7 +7,16 @@
 //! cargo run --example agent -- --seconds 30      # a longer run
 //! OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 cargo run --example agent
 //!                                                # ... and export traces + metrics over OTLP
+//! cargo run --example agent --features tool-health-demo/status -- --status 127.0.0.1:9464
+//!                                                # ... and serve the live status page there
 //! ```
+//!
+//! With `--status ADDR` (demo feature `status`) the page is at `http://ADDR/`, the tools as
+//! JSON at `/tools`, the event stream at `/events` and Prometheus's `/metrics`; the page
+//! stays up after the run until Ctrl-C (or `--linger SECS`). `TOOL_HEALTH_STATUS_TOKEN` turns
+//! the page's controls on. `--markup-tool` adds a tool whose name is HTML, to see that the
+//! page shows it as text. `--fleet redis://HOST:PORT` (demo feature `fleet`) makes the demo a
+//! replica of a fleet on that Valkey or Redis.
 //!
 //! Outcomes come from the spans alone: the [`ToolHealthLayer`] sees each `execute_tool` span,
 //! reads its `error.type` / `otel.status_code`, and records the call when the span closes. The
@@ -57,7 +66,10 @@ struct Tool {
     behaviour: Behaviour,
 }
 
-const TOOLS: [Tool; 5] = [
+/// A tool whose name is markup (`--markup-tool`): the status page must show it as text.
+const MARKUP_TOOL: &str = "<img src=x onerror=\"window.pwned=1\"><b>markup</b>&amp;";
+
+const TOOLS: [Tool; 6] = [
     Tool {
         name: "web_search",
         behaviour: Behaviour::Flaky {
@@ -84,6 +96,10 @@ const TOOLS: [Tool; 5] = [
     Tool {
         name: "code_interpreter",
         behaviour: Behaviour::SlowReliable { ms: (250, 450) },
+    },
+    Tool {
+        name: MARKUP_TOOL,
+        behaviour: Behaviour::Healthy { ms: (5, 15) },
     },
 ];
 
@@ -287,6 +303,7 @@ fn agent(
     tally: Arc<Tally>,
     start: Instant,
     run_for: Duration,
+    markup_tool: bool,
 ) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (id as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
     let agent_name = format!("demo-agent-{id}");
@@ -317,6 +334,12 @@ fn agent(
                 &mut rng,
                 &tally,
             );
+        }
+        if markup_tool && rng.below(4) == 0 {
+            let at = start.elapsed().as_secs_f64() / run_for.as_secs_f64();
+            call_id += 1;
+            let tool = Tool::by_name(MARKUP_TOOL);
+            let _answer = execute_tool(&registry, tool, call_id, at, &mut rng, &tally);
         }
         drop(_turn);
         thread::sleep(Duration::from_millis(30 + rng.below(50))); // the model "thinks"
@@ -365,46 +388,153 @@ fn otlp_endpoint() -> Option<String> {
 }
 
 /// The command line.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Args {
     seconds: f64,
     /// Print the gate's latency percentiles (the e2e compares runs with them).
     gate_latency: bool,
+    /// Serve the status page on this address.
+    status: Option<String>,
+    /// With `status`: how long the page stays up after the run (`None`: until Ctrl-C).
+    linger: Option<Duration>,
+    /// Also call a tool whose name is markup.
+    markup_tool: bool,
+    /// Join a fleet on this Valkey/Redis URL.
+    fleet: Option<String>,
 }
+
+const USAGE: &str = "usage: cargo run --example agent [-- --seconds N] [--gate-latency] \
+                     [--markup-tool] [--status ADDR [--linger SECS]] [--fleet redis://HOST:PORT]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = env::args().skip(1);
-    let mut seconds = 10.0;
-    let mut gate_latency = false;
+    let mut parsed = Args {
+        seconds: 10.0,
+        ..Args::default()
+    };
+    let positive = |flag: &str, v: String| {
+        v.parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| format!("{flag}: not a number of seconds: {v}"))
+    };
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--gate-latency" => gate_latency = true,
+            "--gate-latency" => parsed.gate_latency = true,
+            "--markup-tool" => parsed.markup_tool = true,
+            "--status" => {
+                let v = args
+                    .next()
+                    .ok_or("--status needs an address, e.g. 127.0.0.1:9464")?;
+                if !cfg!(feature = "status") {
+                    return Err(format!(
+                        "--status {v}: this build has no status page; it is the demo's `status` \
+                         feature: cargo run --example agent --features tool-health-demo/status \
+                         -- --status {v}"
+                    ));
+                }
+                parsed.status = Some(v);
+            }
+            "--linger" => {
+                let v = args.next().ok_or("--linger needs a number of seconds")?;
+                parsed.linger = Some(Duration::from_secs_f64(positive("--linger", v)?));
+            }
+            "--fleet" => {
+                let v = args
+                    .next()
+                    .ok_or("--fleet needs a URL, e.g. redis://127.0.0.1:6379")?;
+                if !cfg!(feature = "fleet") {
+                    return Err(format!(
+                        "--fleet {v}: this build has no fleet mode; it is the demo's `fleet` \
+                         feature: cargo run --example agent --features tool-health-demo/fleet \
+                         -- --fleet {v}"
+                    ));
+                }
+                parsed.fleet = Some(v);
+            }
             "--seconds" => {
                 let v = args.next().ok_or("--seconds needs a value")?;
-                seconds = v
+                parsed.seconds = v
                     .parse::<f64>()
                     .ok()
                     .filter(|s| s.is_finite() && *s > 0.0)
                     .ok_or_else(|| format!("--seconds: not a positive number: {v}"))?;
             }
-            "-h" | "--help" => {
-                return Err(
-                    "usage: cargo run --example agent [-- --seconds N] [--gate-latency]".to_owned(),
-                )
-            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
-    Ok(Args {
-        seconds,
-        gate_latency,
-    })
+    if parsed.linger.is_some() && parsed.status.is_none() {
+        return Err("--linger is for --status".to_owned());
+    }
+    Ok(parsed)
 }
+
+/// Serves the status page, the JSON, the events and `/metrics` on `addr` (on `runtime`);
+/// returns the page's URL.
+#[cfg(feature = "status")]
+fn start_status(
+    runtime: &tokio::runtime::Runtime,
+    registry: &Arc<ToolHealthRegistry>,
+    addr: &str,
+    fleet: Option<&Fleet>,
+) -> Result<String, String> {
+    use tool_health::status::{self, PrometheusMetrics};
+
+    let metrics = PrometheusMetrics::publish(registry).map_err(|e| format!("--status: {e}"))?;
+    #[cfg(feature = "fleet")]
+    if let (Some(fleet), Some(meter)) = (fleet, metrics.meter()) {
+        fleet.publish_metrics(&meter);
+    }
+    #[cfg(not(feature = "fleet"))]
+    let _ = fleet;
+    let mut builder = status::builder(Arc::clone(registry)).prometheus(metrics);
+    // A secret never comes from the command line (other users can read it there).
+    if let Some(token) = env::var("TOOL_HEALTH_STATUS_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        builder = builder.control_token(token.trim());
+    }
+    let status = {
+        let _in_runtime = runtime.enter();
+        builder.build().map_err(|e| format!("--status: {e}"))?
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| format!("--status {addr}: cannot listen: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("--status {addr}: {e}"))?;
+    let app = status.router();
+    runtime.spawn(async move {
+        match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => {
+                if let Err(e) = axum::serve(listener, app).await {
+                    eprintln!("status page: {e}");
+                }
+            }
+            Err(e) => eprintln!("status page: {e}"),
+        }
+    });
+    Ok(format!("http://{local}/"))
+}
+
+#[cfg(feature = "fleet")]
+use tool_health::fleet::Fleet;
+/// Without fleet mode there is no fleet to publish.
+#[cfg(not(feature = "fleet"))]
+#[derive(Debug)]
+enum Fleet {}
 
 fn main() -> ExitCode {
     let Args {
         seconds,
         gate_latency,
+        status,
+        linger,
+        markup_tool,
+        fleet: fleet_url,
     } = match parse_args() {
         Ok(a) => a,
         Err(msg) => {
@@ -439,23 +569,26 @@ fn main() -> ExitCode {
     // Telemetry: OTLP when asked for, otherwise the layer alone (the live view and the table
     // need nothing else).
     let endpoint = otlp_endpoint();
+    // gRPC exporters, the status page and the fleet run on a tokio runtime; the agents
+    // themselves are plain threads.
     let mut runtime = None;
+    if endpoint.is_some() || status.is_some() || fleet_url.is_some() {
+        match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("demo-io")
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => runtime = Some(rt),
+            Err(e) => {
+                eprintln!("cannot start the runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let mut telemetry = None;
-    match &endpoint {
-        Some(endpoint) => {
-            // gRPC exporters run on a tokio runtime; the agents themselves are plain threads.
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("otlp-export")
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("cannot start the export runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
+    match (&endpoint, &runtime) {
+        (Some(endpoint), Some(rt)) => {
             let mut builder = tool_health::otlp::builder(SERVICE_NAME)
                 .registry(Arc::clone(&registry))
                 .shutdown_timeout(Duration::from_secs(5));
@@ -473,14 +606,13 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             }
-            runtime = Some(rt);
             let protocol = env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
                 .ok()
                 .filter(|p| !p.trim().is_empty()) // empty counts as unset
                 .unwrap_or_else(|| "http/protobuf".to_owned());
             println!("exporting traces and metrics over OTLP ({protocol}) to {endpoint}");
         }
-        None => {
+        _ => {
             let subscriber =
                 tracing_subscriber::registry().with(ToolHealthLayer::new(Arc::clone(&registry)));
             if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
@@ -488,6 +620,41 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             println!("not exporting (set OTEL_EXPORTER_OTLP_ENDPOINT to send traces and metrics)");
+        }
+    }
+
+    #[cfg(feature = "fleet")]
+    let fleet = match (&fleet_url, &runtime) {
+        (Some(url), Some(rt)) => {
+            let _in_runtime = rt.enter();
+            match tool_health::fleet::FleetBuilder::new(url.as_str()).start(&registry) {
+                Ok(fleet) => {
+                    println!("fleet mode: a replica of the fleet on {url}");
+                    Some(fleet)
+                }
+                Err(e) => {
+                    eprintln!("--fleet {url}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    #[cfg(not(feature = "fleet"))]
+    let fleet: Option<Fleet> = {
+        let _ = &fleet_url;
+        None
+    };
+    #[cfg(feature = "status")]
+    if let (Some(addr), Some(rt)) = (&status, &runtime) {
+        match start_status(rt, &registry, addr, fleet.as_ref()) {
+            Ok(url) => {
+                println!("status page: {url} (JSON at {url}tools, Prometheus at {url}metrics)")
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
     println!();
@@ -504,7 +671,7 @@ fn main() -> ExitCode {
             );
             thread::Builder::new()
                 .name(format!("agent-{id}"))
-                .spawn(move || agent(id, registry, router, tally, start, run_for))
+                .spawn(move || agent(id, registry, router, tally, start, run_for, markup_tool))
         })
         .collect();
     // An operator isolates weather_api for a while mid-run (an incident elsewhere, say): every
@@ -570,6 +737,23 @@ fn main() -> ExitCode {
             tally.gate.max_ns.load(Ordering::Relaxed),
         );
     }
+
+    if let Some(url) = status.as_ref() {
+        // The page stays up for a look after the run.
+        match linger {
+            Some(d) => {
+                println!("the status page stays up for {:.0} s", d.as_secs_f64());
+                thread::sleep(d);
+            }
+            None => {
+                println!("the status page stays up at {url}: Ctrl-C to stop");
+                loop {
+                    thread::sleep(Duration::from_secs(3600));
+                }
+            }
+        }
+    }
+    drop(fleet);
 
     if let (Some(guard), Some(endpoint)) = (telemetry, endpoint) {
         let flush = Instant::now();

@@ -1,6 +1,7 @@
 //! An MCP client (rmcp 3.11) behind tool-health's breakers, with no network: the example starts
 //! itself again as an MCP server over stdio (a child process), calls a failing tool until its
-//! breaker opens, loses the server, and recovers through one probe on a restarted one.
+//! breaker opens (and leaves the tool list), sends arguments the tool's schema refuses, loses the
+//! server (refused as a whole), and recovers through one ping on a restarted one.
 //!
 //! ```sh
 //! cargo run -p tool-health-integrations --example mcp_client
@@ -16,7 +17,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
-use tool_health::mcp::{is_refusal, ToolHealthClient};
+use tool_health::mcp::{is_invalid_arguments, is_refusal, ToolHealthClient, Transport};
 use tool_health::{BreakerState, ManualClock, ToolHealthLayer, ToolHealthRegistry};
 use tool_health_integrations::mcp_demo::Demo;
 use tracing_subscriber::layer::SubscriberExt;
@@ -34,8 +35,20 @@ async fn start_server() -> RunningService<RoleClient, ()> {
 }
 
 async fn call(client: &ToolHealthClient, tool: &'static str) {
-    match client.call_tool(CallToolRequestParams::new(tool)).await {
-        Ok(r) if is_refusal(&r) => println!("  {tool}: refused, the model reads the refusal"),
+    call_with(client, CallToolRequestParams::new(tool)).await;
+}
+
+async fn call_with(client: &ToolHealthClient, params: CallToolRequestParams) {
+    let tool = params.name.clone();
+    match client.call_tool(params).await {
+        Ok(r) if is_refusal(&r) || is_invalid_arguments(&r) => {
+            let text = r
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone());
+            println!("  {tool}: the model reads: {}", text.unwrap_or_default());
+        }
         Ok(r) if r.is_error == Some(true) => println!("  {tool}: the tool reported an error"),
         Ok(_) => println!("  {tool}: ok"),
         Err(e) => println!("  {tool}: {e}"),
@@ -63,6 +76,7 @@ async fn main() {
     let server = start_server().await;
     let client = ToolHealthClient::new(server.peer().clone(), registry.clone())
         .server("demo")
+        .transport(Transport::stdio())
         .timeout(Duration::from_secs(10));
 
     println!("a tool that answers isError: true");
@@ -70,6 +84,24 @@ async fn main() {
         call(&client, "fail").await;
     }
     assert_eq!(registry.breaker_state("demo/fail"), BreakerState::Open);
+    let listed = client.list_tools(None).await.expect("listed");
+    for hidden in &listed.hidden {
+        println!(
+            "  left out of the tool list: {} for {:?}",
+            hidden.name, hidden.retry_after
+        );
+    }
+    assert!(listed.result.tools.iter().all(|t| t.name != "fail"));
+
+    println!("arguments the tool's inputSchema refuses never reach the server");
+    let args = serde_json::json!({"a": "one", "b": 2});
+    let args = args.as_object().cloned().unwrap_or_default();
+    call_with(
+        &client,
+        CallToolRequestParams::new("add").with_arguments(args),
+    )
+    .await;
+    assert!(registry.snapshot("demo/add").is_none());
 
     println!("the server goes away");
     call(&client, "ok").await;
@@ -77,14 +109,14 @@ async fn main() {
     for _ in 0..4 {
         call(&client, "ok").await;
     }
-    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Open);
+    assert_eq!(client.server_state(), BreakerState::Open);
 
-    println!("restarted; 30 s later one probe goes through");
+    println!("restarted; 30 s later one ping probes the server, and its tools are back");
     let server = start_server().await;
     let client = client.with_peer(server.peer().clone());
     clock.advance(Duration::from_secs(30));
     call(&client, "ok").await;
-    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Closed);
+    assert_eq!(client.server_state(), BreakerState::Closed);
 
     for s in registry.health_summary() {
         println!(

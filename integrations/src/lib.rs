@@ -1,21 +1,31 @@
 //! tool-health against the real agent frameworks, with no network: a scripted completion model
 //! for rig 0.44 ([`rig_script`]), a scripted LLM for langchain-rust 7.0 ([`langchain_script`]),
-//! and a small MCP server for rmcp 3.11 ([`mcp_demo`], also the `mcp-demo-server` binary, which
-//! serves it over stdio as a child process).
+//! adk-rust 2.3 ([`adk_script`]), swiftide 0.32 ([`swiftide_script`]) and autoagents 0.4
+//! ([`autoagents_script`]) (genai 0.7's tests need no model of their own: genai is a provider
+//! client, the application runs the tools), a small MCP server for rmcp 3.11 ([`mcp_demo`], also
+//! the `mcp-demo-server` binary, which
+//! serves it over stdio as a child process), the official Python and TypeScript MCP SDK servers
+//! of `servers/` found and started ([`mcp_servers`]), and rmcp's HTTP client with the session id
+//! captured ([`mcp_http`]).
 //!
 //! The tests in `tests/` and the examples in `examples/` use them. This crate is a workspace
 //! member, not published: its heavy dependencies never reach `tool-health`'s own
 //! dev-dependencies, and nothing here is built by `cargo bench`.
 //!
 //! ```sh
-//! cargo test -p tool-health-integrations          # the framework tests (also run by `cargo test`)
+//! cargo test -p tool-health-integrations --all-features   # the framework and SDK tests (not the plain `cargo test`)
 //! cargo run -p tool-health-integrations --example rig_agent
 //! cargo run -p tool-health-integrations --example mcp_client
 //! ```
 
+pub mod adk_script;
+pub mod autoagents_script;
 pub mod langchain_script;
 pub mod mcp_demo;
+pub mod mcp_http;
+pub mod mcp_servers;
 pub mod rig_script;
+pub mod swiftide_script;
 
 use std::sync::Arc;
 

@@ -1,8 +1,9 @@
 //! rmcp 3.11 against a real MCP server, through `tool_health::mcp::ToolHealthClient`: the demo
 //! server in-process over an in-memory pipe, and as a child process over stdio that is killed
-//! mid-call and restarted. Each in-process behaviour runs twice: with a `ToolHealthLayer` for
-//! the registry (the layer records the client's MCP span) and without one (the client records
-//! itself).
+//! (SIGKILL, from outside) mid-call and restarted. Each in-process behaviour runs twice: with a
+//! `ToolHealthLayer` for the registry (the layer records the client's MCP span) and without one
+//! (the client records itself). What every server must do (the official SDKs' and rmcp's) is in
+//! `tests/mcp_sdk/`; these are the rmcp-only cases.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tool_health::mcp::{is_refusal, ToolHealthClient};
+use tool_health::mcp::{is_refusal, server_registry, SchemaCheck, ToolHealthClient};
 use tool_health::{BreakerState, ToolHealthLayer, ToolHealthRegistry};
 use tool_health_integrations::mcp_demo::{self, Demo};
 use tool_health_integrations::{calls, registry, subscriber};
@@ -44,37 +45,25 @@ fn is_tool_error(r: &Result<CallToolResult, ServiceError>) -> bool {
 }
 
 #[tokio::test]
-async fn failing_and_is_error_tools_trip_caller_errors_never_do() {
+async fn json_rpc_errors_trip_and_arguments_rmcp_refuses_are_the_callers() {
     for with_layer in [true, false] {
         let (_clock, registry) = registry(3);
         let _guard = maybe_layer(with_layer, &registry);
         let server = Demo::new();
         let (task, running) = mcp_demo::in_process(server.clone()).await.expect("serve");
-        let client = ToolHealthClient::new(running.peer().clone(), registry.clone());
+        let client = ToolHealthClient::new(running.peer().clone(), registry.clone())
+            .server("demo")
+            .schema_check(SchemaCheck::Off);
 
         let ok = client.call_tool(params("ok")).await;
         assert!(matches!(&ok, Ok(r) if r.is_error == Some(false)), "{ok:?}");
-        assert_eq!(calls(&registry, "ok"), (1, 0, 0, 0), "layer: {with_layer}");
-
-        // isError: true answers (a tool failure the server reports normally).
-        for _ in 0..3 {
-            assert!(is_tool_error(&client.call_tool(params("fail")).await));
-        }
-        assert_eq!(registry.breaker_state("fail"), BreakerState::Open);
-        let refused = client.call_tool(params("fail")).await.expect("soft");
-        assert!(is_refusal(&refused));
         assert_eq!(
-            server.calls("fail"),
-            3,
-            "a refused call never reaches the server"
-        );
-        assert_eq!(
-            calls(&registry, "fail"),
-            (0, 3, 0, 1),
+            calls(&registry, "demo/ok"),
+            (1, 0, 0, 0),
             "layer: {with_layer}"
         );
 
-        // JSON-RPC errors (-32603).
+        // JSON-RPC errors (-32603): the tool's failures.
         for _ in 0..3 {
             let r = client.call_tool(params("err")).await;
             assert!(
@@ -82,26 +71,33 @@ async fn failing_and_is_error_tools_trip_caller_errors_never_do() {
                 "{r:?}"
             );
         }
-        assert_eq!(calls(&registry, "err"), (0, 3, 0, 0), "layer: {with_layer}");
-        assert_eq!(registry.breaker_state("err"), BreakerState::Open);
-
-        // An unknown tool is the model's mistake: rmcp answers -32602.
-        for _ in 0..5 {
-            let r = client.call_tool(params("nope")).await;
-            assert!(
-                matches!(&r, Err(ServiceError::McpError(e)) if e.code.0 == -32602),
-                "{r:?}"
-            );
-        }
         assert_eq!(
-            calls(&registry, "nope"),
-            (0, 0, 5, 0),
+            calls(&registry, "demo/err"),
+            (0, 3, 0, 0),
             "layer: {with_layer}"
         );
-        assert_eq!(registry.breaker_state("nope"), BreakerState::Closed);
+        assert_eq!(registry.breaker_state("demo/err"), BreakerState::Open);
+        let refused = client.call_tool(params("err")).await.expect("soft");
+        assert!(is_refusal(&refused));
+        assert_eq!(
+            server.calls("err"),
+            3,
+            "a refused call never reaches the server"
+        );
+        assert_eq!(
+            client.server_state(),
+            BreakerState::Closed,
+            "the server answered"
+        );
 
-        // Known blind spot: rmcp answers bad arguments with isError: true (as the MCP
-        // specification asks, so the model can correct itself): a failure like any other.
+        // rmcp answers arguments it cannot deserialize with isError: true (as the MCP
+        // specification asks): the caller's, recognised by its text, never a failure.
+        for _ in 0..5 {
+            let bad = client
+                .call_tool(with_args("add", serde_json::json!({"a": "one", "b": 2})))
+                .await;
+            assert!(is_tool_error(&bad), "{bad:?}");
+        }
         let good = client
             .call_tool(with_args("add", serde_json::json!({"a": 1, "b": 2})))
             .await;
@@ -109,21 +105,28 @@ async fn failing_and_is_error_tools_trip_caller_errors_never_do() {
             matches!(&good, Ok(r) if r.is_error == Some(false)),
             "{good:?}"
         );
-        let bad = client
-            .call_tool(with_args("add", serde_json::json!({"a": "one", "b": 2})))
-            .await;
-        assert!(is_tool_error(&bad), "{bad:?}");
-        assert_eq!(calls(&registry, "add"), (1, 1, 0, 0), "layer: {with_layer}");
+        assert_eq!(
+            calls(&registry, "demo/add"),
+            (1, 0, 5, 0),
+            "layer: {with_layer}"
+        );
+        assert_eq!(registry.breaker_state("demo/add"), BreakerState::Closed);
 
-        // The server process is gone: a dead server is the tool's failure.
+        // The server task is gone: transport failures are the server's, not the tools'.
         task.abort();
         let _ = task.await;
         for _ in 0..3 {
             let r = client.call_tool(params("ok")).await;
             assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
         }
-        assert_eq!(calls(&registry, "ok"), (1, 3, 0, 0), "layer: {with_layer}");
-        assert_eq!(registry.breaker_state("ok"), BreakerState::Open);
+        assert_eq!(
+            calls(&registry, "demo/ok"),
+            (1, 0, 0, 0),
+            "layer: {with_layer}"
+        );
+        assert_eq!(client.server_state(), BreakerState::Open);
+        let r = client.call_tool(params("ok")).await.expect("soft");
+        assert!(is_refusal(&r), "{r:?}");
         let _ = running.cancel().await;
     }
 }
@@ -138,17 +141,20 @@ async fn a_server_that_never_answers_times_out_and_a_dropped_call_gives_its_prob
         let server = Demo::new();
         let (task, running) = mcp_demo::in_process(server.clone()).await.expect("serve");
         let client = ToolHealthClient::new(running.peer().clone(), registry.clone())
+            .server("demo")
             .timeout(Duration::from_secs(10));
         for _ in 0..2 {
             let r = client.call_tool(params("hang")).await;
             assert!(matches!(r, Err(ServiceError::Timeout { .. })), "{r:?}");
         }
         assert_eq!(
-            calls(&registry, "hang"),
+            calls(&registry, "demo/hang"),
             (0, 2, 0, 0),
             "layer: {with_layer}"
         );
-        assert_eq!(registry.breaker_state("hang"), BreakerState::Open);
+        assert_eq!(registry.breaker_state("demo/hang"), BreakerState::Open);
+        // The server answered the ping after each timeout: a hanging tool, not a dead server.
+        assert_eq!(client.server_state(), BreakerState::Closed);
 
         // After the cooldown the next call holds the probe; its caller gives up (an outer
         // timeout drops the call): a cancellation, no verdict, and the probe comes back at once.
@@ -158,17 +164,20 @@ async fn a_server_that_never_answers_times_out_and_a_dropped_call_gives_its_prob
         assert!(dropped.is_err(), "the outer timeout fired first");
         assert_eq!(server.calls("hang"), 3);
         assert_eq!(
-            calls(&registry, "hang"),
+            calls(&registry, "demo/hang"),
             (0, 2, 0, 0),
             "layer: {with_layer}"
         );
-        let cancelled = registry.snapshot("hang").expect("tracked").cancelled_count;
+        let cancelled = registry
+            .snapshot("demo/hang")
+            .expect("tracked")
+            .cancelled_count;
         assert_eq!(
             cancelled, 1,
             "layer: {with_layer}: the dropped call is a cancellation"
         );
         assert!(
-            registry.is_tool_available("hang"),
+            registry.is_tool_available("demo/hang"),
             "layer: {with_layer}: the probe was not given back"
         );
         task.abort();
@@ -194,7 +203,7 @@ async fn spawn_server() -> (
 }
 
 #[tokio::test]
-async fn a_killed_server_trips_and_a_restarted_one_gets_one_probe() {
+async fn a_server_killed_from_outside_opens_its_breaker_and_a_restarted_one_gets_one_ping() {
     let (clock, registry) = registry(3);
     let _guard = maybe_layer(true, &registry);
     let (running, pid, mut stderr) = spawn_server().await;
@@ -228,17 +237,15 @@ async fn a_killed_server_trips_and_a_restarted_one_gets_one_probe() {
         let r = client.call_tool(params("ok")).await;
         assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
     }
-    assert_eq!(calls(&registry, "demo/hang"), (0, 1, 0, 0));
-    assert_eq!(calls(&registry, "demo/ok"), (1, 2, 0, 0));
-    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Closed);
-    let r = client.call_tool(params("hang")).await;
-    assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
-    let r = client.call_tool(params("ok")).await;
-    assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
-    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Open);
+    // Three transport failures: the server's breaker opens; no tool counts them.
+    assert_eq!(client.server_state(), BreakerState::Open);
+    let servers = server_registry(&registry);
+    assert_eq!(servers.snapshot("demo").expect("tracked").failure_count, 3);
+    assert!(registry.snapshot("demo/hang").is_none());
+    assert_eq!(calls(&registry, "demo/ok"), (1, 0, 0, 0));
 
     // Restarted: a new process, same breakers. Refused until the cooldown, then exactly one
-    // probe goes through (the call beside it is refused) and closes the breaker.
+    // ping probes the server (the call beside it is refused) and the call goes through.
     let (restarted, _pid, _stderr) = spawn_server().await;
     let client = client.with_peer(restarted.peer().clone());
     assert!(is_refusal(
@@ -253,13 +260,14 @@ async fn a_killed_server_trips_and_a_restarted_one_gets_one_probe() {
     assert_eq!(
         a.is_error,
         Some(false),
-        "the probe reached the restarted server"
+        "the call reached the restarted server"
     );
-    assert!(is_refusal(&b), "only one probe");
-    assert_eq!(registry.breaker_state("demo/ok"), BreakerState::Closed);
-    assert_eq!(calls(&registry, "demo/ok"), (2, 3, 0, 2));
-    let ok = client.call_tool(params("ok")).await;
-    assert!(matches!(&ok, Ok(r) if r.is_error == Some(false)), "{ok:?}");
+    assert!(is_refusal(&b), "one probe");
+    assert_eq!(client.server_state(), BreakerState::Closed);
+    // Answers: the tool list and `ok` before the kill; the ping, the list read again for the
+    // new process (its schemas) and `ok` after.
+    assert_eq!(servers.snapshot("demo").expect("tracked").success_count, 5);
+    assert_eq!(calls(&registry, "demo/ok"), (2, 0, 0, 0));
     let _ = restarted.cancel().await;
     let _ = running.cancel().await;
 }
@@ -278,7 +286,7 @@ async fn a_filtered_out_mcp_span_inside_another_tool_span_is_still_recorded_once
     );
     let _guard = tracing::dispatcher::set_default(&dispatch);
     let (task, running) = mcp_demo::in_process(Demo::new()).await.expect("serve");
-    let client = ToolHealthClient::new(running.peer().clone(), registry.clone());
+    let client = ToolHealthClient::new(running.peer().clone(), registry.clone()).server("demo");
     let outer = tracing::info_span!(
         "execute_tool research",
         gen_ai.operation.name = "execute_tool",
@@ -294,7 +302,7 @@ async fn a_filtered_out_mcp_span_inside_another_tool_span_is_still_recorded_once
     }
     drop(outer);
     // Recorded by the client itself, under its own name; the outer span keeps its own record.
-    assert_eq!(calls(&registry, "ok"), (1, 0, 0, 0));
+    assert_eq!(calls(&registry, "demo/ok"), (1, 0, 0, 0));
     assert_eq!(calls(&registry, "research"), (1, 0, 0, 0));
     task.abort();
     let _ = running.cancel().await;

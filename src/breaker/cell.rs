@@ -27,7 +27,9 @@ use super::{BreakerState, Recorded, Transition, TransitionReason};
 #[derive(Debug)]
 pub(crate) struct Breaker {
     word: AtomicU64,
-    consecutive: AtomicU64,
+    /// Consecutive failures while Closed. 32 bits (the breaker is one cache line: the episode's
+    /// start and the tag fill the rest), saturating at `u32::MAX`.
+    consecutive: AtomicU32,
     /// How many times each edge of [`Transition::PAIRS`] was taken, saturating at `u32::MAX`
     /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
     /// took, and the budget per tool has no room for more).
@@ -52,9 +54,16 @@ pub(crate) struct Breaker {
     policy: ArcSwap<ToolPolicy>,
     /// Failure-rate window, present while the policy is [`TripPolicy::FailureRate`].
     window: ArcSwapOption<RateWindow>,
+    /// Which breaker this is, for the permits it hands out (see [`Permit`]): written into every
+    /// Closed word (where an Open word holds its deadline), so that an ordinary admission's
+    /// permit is the closed word shifted, and a permit of another breaker never passes the
+    /// record's fast path. Fixed at creation: 32 bits (in the padding the tallies leave), which
+    /// the word's 40-bit field holds zero-extended.
+    tag: u32,
 }
 
-// One cache line's worth: the episode's start fills the tallies' padding.
+// One cache line's worth: the episode's start and the tag fill what the tallies and a 32-bit
+// consecutive counter leave.
 #[cfg(not(all(test, tool_health_loom)))]
 const _: () = assert!(std::mem::size_of::<Breaker>() == 64);
 
@@ -69,22 +78,25 @@ const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 impl Breaker {
     #[cfg(test)]
     pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
-        Self::starting_at(policy, 0)
+        Self::starting_at(policy, 0, 1)
     }
 
     /// A fresh breaker whose first (closed) episode has `generation`: an evicted tool's
     /// successor starts where the registry's evicted entries left off (see
     /// `ToolHealthRegistry::evict_idle`), so a permit of the evicted entry is never taken for
     /// one of the successor's later episodes.
-    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32) -> Self {
+    ///
+    /// `tag` identifies the breaker in its permits (below [`Ticks::NEVER`]).
+    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32, tag: u32) -> Self {
         let b = Self {
-            word: AtomicU64::new(Word::closed(generation).encode()),
-            consecutive: AtomicU64::new(0),
+            word: AtomicU64::new(Word::closed(generation).tagged(u64::from(tag)).encode()),
+            consecutive: AtomicU32::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
             episode: AtomicU32::new(generation),
             history: AtomicU64::new(Ticks::NEVER.get()),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
+            tag,
         };
         b.set_policy(policy);
         b
@@ -169,7 +181,7 @@ impl Breaker {
     }
 
     pub(crate) fn consecutive_failures(&self) -> u64 {
-        self.consecutive.load(Ordering::SeqCst)
+        u64::from(self.consecutive.load(Ordering::SeqCst))
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
@@ -177,12 +189,24 @@ impl Breaker {
         std::array::from_fn(|i| u64::from(self.transitions[i].load(Ordering::Relaxed)))
     }
 
-    /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
-    /// (one load; [`Breaker::acquire`] decides everything else).
+    /// The generation of a Closed breaker, `None` when it is not Closed.
     #[inline]
     pub(crate) fn closed_generation(&self) -> Option<u32> {
         let w = self.load();
         (w.state == CLOSED).then_some(w.generation)
+    }
+
+    /// The permit of an ordinary admission while Closed, `None` when it is not Closed: the
+    /// gate's fast path (one load and one shift; [`Breaker::acquire`] decides everything else).
+    #[inline(always)]
+    pub(crate) fn closed_permit(&self) -> Option<Permit> {
+        Word::closed_key(self.word.load(Ordering::Acquire)).map(Permit::from_key)
+    }
+
+    /// The tag of the permits this breaker hands out.
+    #[inline]
+    pub(crate) fn tag(&self) -> u64 {
+        u64::from(self.tag)
     }
 
     /// The refusal fast path: an Open breaker whose cooldown has not elapsed refuses and
@@ -213,7 +237,7 @@ impl Breaker {
         let w = self.load();
         if w.state == CLOSED {
             return (
-                GateDecision::Allowed(Permit::admitted(w.generation)),
+                GateDecision::Allowed(Permit::admitted(w.generation).tagged(self.tag())),
                 Recorded::default(),
             );
         }
@@ -223,7 +247,7 @@ impl Breaker {
         let decision = decision.unwrap_or(GateDecision::Refused {
             retry_after: Duration::MAX,
         });
-        (decision, recorded)
+        (decision.tagged(self.tag()), recorded)
     }
 
     /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
@@ -236,7 +260,7 @@ impl Breaker {
     pub(crate) fn peek(&self, now: impl FnOnce() -> Now) -> GateDecision {
         let w = self.load();
         if w.state == CLOSED {
-            return GateDecision::Allowed(Permit::admitted(w.generation));
+            return GateDecision::Allowed(Permit::admitted(w.generation).tagged(self.tag()));
         }
         let t = self.timing(&self.policy.load());
         step(w, Event::Acquire, now(), &t)
@@ -244,6 +268,7 @@ impl Breaker {
             .unwrap_or(GateDecision::Refused {
                 retry_after: Duration::MAX,
             })
+            .tagged(self.tag())
     }
 
     /// Records a success for the breaker (`generation`: the permit's, when there is one).
@@ -253,7 +278,8 @@ impl Breaker {
         generation: Option<u32>,
         now: impl FnOnce() -> Now,
     ) -> Recorded {
-        if self.success_if_closed(generation) {
+        let permit = generation.map(|g| Permit::admitted(g).tagged(self.tag()));
+        if self.success_if_closed(permit) {
             return Recorded::default();
         }
         let w = self.load();
@@ -285,16 +311,19 @@ impl Breaker {
     }
 
     /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
-    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window and
-    /// no coordinator watching only resets the counter, and this does it and answers `true`.
-    /// `false`: any other case, for [`Breaker::on_success`] to decide (it re-reads the word).
+    /// a Closed breaker (through a permit of this breaker and of its generation, if any) with
+    /// no failure-rate window and no coordinator watching only resets the counter, and this does
+    /// it and answers `true`. `false`: any other case, for [`Breaker::on_success`] to decide (it
+    /// re-reads the word). Through a permit, state, generation and tag are compared with the word
+    /// in one comparison (the permit's [`closed_word`](Permit::closed_word)).
     #[inline(always)]
-    pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
-        let w = self.load();
-        if w.state == CLOSED
-            && generation.is_none_or(|g| g == w.generation)
-            && self.history.load(Ordering::Relaxed) & HISTORY_SLOW_SUCCESS == 0
-        {
+    pub(crate) fn success_if_closed(&self, permit: Option<Permit>) -> bool {
+        let raw = self.word.load(Ordering::Acquire);
+        let closed = match permit {
+            None => Word::closed_key(raw).is_some(),
+            Some(p) => raw == p.closed_word(),
+        };
+        if closed && self.history.load(Ordering::Relaxed) & HISTORY_SLOW_SUCCESS == 0 {
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
             }
@@ -331,10 +360,12 @@ impl Breaker {
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
         // SeqCst: the registry's eviction handshake reads this counter to decide that a tool is
         // fresh (see `ToolHealthRegistry::touch`).
-        let count = self
-            .consecutive
-            .fetch_add(1, Ordering::SeqCst)
-            .saturating_add(1);
+        let before = self.consecutive.fetch_add(1, Ordering::SeqCst);
+        if before == u32::MAX {
+            // Saturate rather than wrap (only reachable with tripping off: threshold 0).
+            self.consecutive.store(u32::MAX, Ordering::SeqCst);
+        }
+        let count = u64::from(before) + 1;
         let p = self.policy.load();
         let rate = match (p.trip, &*self.window.load()) {
             (
@@ -508,7 +539,9 @@ impl Breaker {
     pub(crate) fn reset(&self) {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
-            let fresh = Word::closed(next_gen(Word::decode(cur).generation)).encode();
+            let fresh = Word::closed(next_gen(Word::decode(cur).generation))
+                .tagged(self.tag())
+                .encode();
             match self
                 .word
                 .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
@@ -540,7 +573,9 @@ impl Breaker {
     ) -> (Option<GateDecision>, Recorded) {
         loop {
             let (ev, t) = make(w);
-            let s = step(w, ev, now, &t);
+            let mut s = step(w, ev, now, &t);
+            // A Closed word carries the breaker's tag (see `tag`); the pure step knows nothing of it.
+            s.next = s.next.tagged(self.tag());
             if w.state == CLOSED && s.next.state != CLOSED {
                 // An open episode begins: its start, before its word (see `episode`).
                 self.episode.store(s.next.generation, Ordering::Release);
@@ -571,6 +606,7 @@ impl Breaker {
             let recorded = Recorded {
                 expired,
                 transition: s.transition,
+                ..Recorded::default()
             };
             for t in recorded.transitions() {
                 // Saturating: a tally must never wrap (an exported counter never goes down).

@@ -3,15 +3,16 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use tracing::Metadata;
 
 use crate::registry::ToolHealthRegistry;
 
+use crate::infer::classify::{DefaultClassifier, OutcomeClassifier, SharedClassifier};
+use crate::infer::conventions::Convention;
+
 use super::callsites::CallsiteCache;
-use super::classify::{DefaultClassifier, OutcomeClassifier, SharedClassifier};
-use super::conventions::Convention;
 use super::{LayerCore, ToolHealthLayer, DEFAULT_RETRY_AFTER_FIELD};
 
 /// The name of the convention `tool_name_field` / `span_filter` make of the GenAI one.
@@ -228,21 +229,34 @@ impl ToolHealthLayerBuilder {
             .unwrap_or_else(|| Arc::new(self.default_classifier));
         let mut conventions = self.conventions;
         conventions.truncate(super::MAX_CONVENTIONS);
-        let compiled = conventions
+        let compiled: Box<[_]> = conventions
             .iter()
             .map(|c| c.compile(&self.retry_after_field))
             .collect();
+        let late = compiled
+            .iter()
+            .any(super::late::is_late)
+            .then(crate::infer::deferred::Deferred::new);
+        let has_late = late.is_some();
+        let core = Arc::new(LayerCore {
+            registry: self.registry,
+            conventions: conventions.into_boxed_slice(),
+            compiled,
+            classifier: SharedClassifier(classifier),
+            callsites: CallsiteCache::new(),
+            live_tool_spans: AtomicUsize::new(0),
+            unentered_tool_spans: AtomicUsize::new(0),
+            ids: super::bind::ToolSpanIds::new(),
+            late,
+            me: OnceLock::new(),
+        });
+        let _ = core.me.set(Arc::downgrade(&core));
+        if has_late {
+            let weak: Weak<dyn crate::hook::DeferredFlush> = Arc::downgrade(&core) as _;
+            crate::hook::install_deferred_flush(weak);
+        }
         ToolHealthLayer {
-            core: Arc::new(LayerCore {
-                registry: self.registry,
-                conventions: conventions.into_boxed_slice(),
-                compiled,
-                classifier: SharedClassifier(classifier),
-                callsites: CallsiteCache::new(),
-                live_tool_spans: AtomicUsize::new(0),
-                unentered_tool_spans: AtomicUsize::new(0),
-                ids: super::bind::ToolSpanIds::new(),
-            }),
+            core,
             attached: false,
             span_fn: None,
             dispatch: OnceLock::new(),

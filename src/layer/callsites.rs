@@ -12,7 +12,7 @@ use tracing_core::{Level, Metadata};
 
 use crate::semconv;
 
-use super::conventions::{Convention, MAX_CONVENTIONS};
+use crate::infer::conventions::{Convention, MAX_CONVENTIONS};
 
 /// What a callsite can be: a set of bits, decided once per callsite.
 ///
@@ -33,6 +33,9 @@ impl CallsiteRole {
     /// An event with an `error` field (any level) from a target that is not excluded: fails
     /// the tool span it is emitted directly in (`#[instrument(err(level = "warn"))]`).
     pub(crate) const ERROR_FIELD_EVENT: u8 = 1 << 5;
+    /// An event that can be a convention's late failure verdict (its target and level fit):
+    /// read when it is emitted in the parent of a call waiting for its verdict.
+    pub(crate) const LATE_EVENT: u8 = 1 << 6;
 
     pub(crate) fn has(self, bit: u8) -> bool {
         self.0 & bit != 0
@@ -51,7 +54,8 @@ impl CallsiteRole {
             let matched = conventions
                 .iter()
                 .take(MAX_CONVENTIONS)
-                .position(|c| c.matches(meta));
+                // The span processor's conventions: the layer cannot see their outcome.
+                .position(|c| !c.is_sdk_only() && c.matches(meta));
             if let Some(index) = matched {
                 bits = Self::TOOL_SPAN | ((index as u8) << 1);
             }
@@ -69,6 +73,13 @@ impl CallsiteRole {
             }
             if fields.field(semconv::ERROR_FIELD).is_some() && !excluded_target(meta.target()) {
                 bits |= Self::ERROR_FIELD_EVENT;
+            }
+            let late = conventions.iter().take(MAX_CONVENTIONS).any(|c| {
+                c.late_failure_event()
+                    .is_some_and(|l| l.may_match(meta.target(), *meta.level()))
+            });
+            if late {
+                bits |= Self::LATE_EVENT;
             }
         }
         Self(bits)

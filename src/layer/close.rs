@@ -7,7 +7,6 @@ use crate::breaker::Transition;
 use crate::call::CallReport;
 use crate::hook::CallingOut;
 
-use super::classify::SpanFacts;
 use super::span_state::{SpanCell, ToolSpan};
 use super::{otel, ToolHealthLayer};
 
@@ -82,20 +81,7 @@ impl ToolHealthLayer {
             }
             return;
         }
-        let facts = SpanFacts {
-            tool: name,
-            error_type: state
-                .error_type
-                .as_ref()
-                .map(|(_, t)| t.as_str())
-                .or(state.event_error_type.as_deref()),
-            call_outcome: state.call_outcome.as_deref(),
-            failure_field: state.failure_field,
-            status_error: state.status_error,
-            error_event: state.error_event,
-            panicked: state.panicked,
-            completed: state.completed,
-        };
+        let facts = state.seen.facts(name);
         let outcome = self.core.classify(&facts);
 
         let mut transitions: Vec<Transition> = Vec::new();

@@ -41,8 +41,9 @@
 //! carry an error type or mean failure, and which field is the framework's own outcome. The
 //! first convention that matches a callsite decides how its spans are read.
 //!
-//! With no configuration ([`Convention::builtin`]): rig, langchain-rust, adk and swiftide, each
-//! matched on its crate's target (so they can claim nothing else), then the OpenTelemetry MCP
+//! With no configuration ([`Convention::builtin`]): rig, langchain-rust, adk, swiftide and genai,
+//! each matched on its crate's target (so they can claim nothing else), autoagents' spans (left
+//! to the span processor: [`Convention::sdk_only`]), then the OpenTelemetry MCP
 //! client span (`mcp.method.name = "tools/call"`) and the OpenTelemetry GenAI convention
 //! (`gen_ai.operation.name = "execute_tool"` and `gen_ai.tool.name`; a span that declares
 //! `gen_ai.tool.name` and no operation field counts too; one whose operation is anything else,
@@ -103,6 +104,15 @@
 //! and runs the calls one after another still gets each call's own latency, and tests on a
 //! [`ManualClock`](crate::ManualClock) are exact.
 //!
+//! **Verdicts after the span.** adk and swiftide report a failed call by an event in the
+//! *parent* span after the tool span ([`Convention::late_failure`]). Their calls that end
+//! without a failure of their own wait — bounded, no allocation per call — for the framework's
+//! next move in the parent: the matching event (by tool name, oldest call first) fails the
+//! call; another event there, a new tool span there or the parent's end makes it a success; at
+//! the latest [`DEFERRED_VERDICT_BOUND`] after its end, or half its tool's probe lease if
+//! sooner, it is recorded as a success (every layer callback and every gate call flush what is
+//! due). A call with no parent span is recorded at its close.
+//!
 //! **Strict mode** ([`strict`](ToolHealthLayerBuilder::strict)): a span that closes without a
 //! completion marker was cancelled (a dropped future, a timeout around the call): it is
 //! counted as [`CallOutcome::Cancelled`] — `cancelled_count` in the snapshot,
@@ -124,8 +134,9 @@
 //! ([`ToolHealthRegistry::call`](crate::ToolHealthRegistry::call)) settles its span's outcome
 //! itself and needs no marker.
 //!
-//! A convention whose spans mark nothing on success (langchain-rust, adk, swiftide:
-//! [`Convention::no_completion_marker`]) is always taken as completed; a recorded outcome
+//! A convention whose spans mark nothing on success (langchain-rust, adk, swiftide, genai:
+//! [`Convention::no_completion_marker`]) is always taken as completed — a close without a
+//! failure is a success even in strict mode; a recorded outcome
 //! field (rig's `gen_ai.tool.call.outcome`), error type or failure field marks completion too.
 //!
 //! # The span-aware gate
@@ -216,22 +227,20 @@
 //! |---|---|
 //! | `mod.rs` | this guide and the wiring: the `Layer` callbacks |
 //! | `builder.rs` | [`ToolHealthLayerBuilder`] |
-//! | `conventions.rs` | [`Convention`]: each framework's span shape as data |
 //! | `callsites.rs` | what each callsite can be (and which convention), decided once and cached |
-//! | `visitor.rs` | reading field values of spans and events |
+//! | `visitor.rs` | reading field values of spans and events into the inference's neutral shape |
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
-//! | `classify.rs` | [`OutcomeClassifier`], [`DefaultClassifier`], [`SpanFacts`] |
 //! | `bind.rs` | the span-aware gate: each thread's entered tool spans, binding decisions to them |
 //! | `settle.rs` | the call helper's side: joining a tool span, recording each of its runs in it |
 //! | `close.rs` | a closed tool span → a record in the registry |
+//! | `late.rs` | calls whose verdict comes after their span: waiting for the framework's next move |
 //! | `otel.rs` | annotations on the OpenTelemetry span |
 
 mod bind;
 mod builder;
 mod callsites;
-mod classify;
 mod close;
-mod conventions;
+mod late;
 mod otel;
 mod settle;
 mod span_state;
@@ -262,16 +271,20 @@ pub use crate::semconv::{
     TRANSITION_FROM as TRANSITION_FROM_ATTRIBUTE, TRANSITION_TO as TRANSITION_TO_ATTRIBUTE,
 };
 pub use builder::ToolHealthLayerBuilder;
-pub use classify::{
+// The conventions and the classification are the inference's (`crate::infer`), shared with
+// the span processor; they are named here, where users of the layer meet them.
+pub use crate::infer::classify::{
     DefaultClassifier, OutcomeClassifier, SpanFacts, CANCELLED_ERROR_TYPE, DEFAULT_CALLER_ERRORS,
 };
-pub use conventions::{Convention, MAX_CONVENTIONS};
+pub use crate::infer::conventions::{Convention, LateFailure, MAX_CONVENTIONS};
+pub use crate::infer::deferred::DEFERRED_VERDICT_BOUND;
 
+use crate::infer::classify::SharedClassifier;
+use crate::infer::conventions::Compiled;
+use crate::infer::facts::{EventFields, SpanFields};
 use callsites::{CallsiteCache, CallsiteRole};
-use classify::SharedClassifier;
-use conventions::Compiled;
 use span_state::{SpanCell, ToolSpan};
-use visitor::{EventFields, SpanFields, SpanVisitor};
+use visitor::{EventVisitor, SpanVisitor};
 
 /// Everything a layer and its clones share: the registry it feeds, what it recognises, and
 /// what it remembers of callsites and open tool spans.
@@ -292,6 +305,11 @@ pub(crate) struct LayerCore {
     unentered_tool_spans: AtomicUsize,
     /// The ids of the live tool spans this layer family holds state for (a counting filter).
     pub(crate) ids: bind::ToolSpanIds,
+    /// Calls waiting for a late verdict (`late.rs`), when a convention has late failures.
+    /// A waiting call counts in `live_tool_spans` (its parent's close must be seen).
+    late: Option<crate::infer::deferred::Deferred<late::Waiting>>,
+    /// This core, for a flush to record through (set when built).
+    me: late::SelfRef,
 }
 
 impl LayerCore {
@@ -361,10 +379,16 @@ impl LayerCore {
         values(&mut SpanVisitor {
             convention,
             out: &mut fields,
+            max_name_len: self.registry.max_name_len(),
         });
+        if fields.rejected_name != 0 {
+            // Counted (and the first logged) by the registry, with no lock of ours held.
+            self.registry.reject_name(fields.rejected_name as usize);
+        }
         fields
     }
 
+    #[inline]
     fn classify(&self, facts: &SpanFacts<'_>) -> Option<CallOutcome> {
         // A classifier is user code running in a subscriber callback, maybe during unwinding:
         // its panic must not escape. Fall back on the default rules.
@@ -447,6 +471,17 @@ impl ToolHealthLayer {
     fn dispatch(&self) -> Option<Dispatch> {
         self.dispatch.get().and_then(WeakDispatch::upgrade)
     }
+
+    /// A layer of `core` attached to no subscriber: records without writing on spans (the
+    /// late verdicts' path: their spans are closed).
+    fn detached(core: Arc<LayerCore>) -> Self {
+        Self {
+            core,
+            attached: false,
+            span_fn: None,
+            dispatch: OnceLock::new(),
+        }
+    }
 }
 
 impl<S> Layer<S> for ToolHealthLayer
@@ -490,9 +525,19 @@ where
         }
         let mut state = ToolSpan::new(self.core.id(), start, convention.completion_marker);
         state.apply(fields);
+        let is_late = late::is_late(convention);
+        let name = is_late
+            .then(|| state.tool_name().map(late::name_hash))
+            .flatten();
         let cell = SpanCell::new(state);
         extensions.insert(cell.clone());
         drop(extensions);
+        if is_late || self.core.late_busy().is_some() {
+            // A late-verdict call waits under its parent; a new tool span is the framework's
+            // next move in its parent.
+            let parent = span.parent().map(|p| p.id());
+            self.core.late_open(parent, id, &cell, name, is_late);
+        }
         self.core.ids.add(id);
         // Usually entered next, on this thread: its enter then needs no lookup.
         bind::remember_new(&self.core, id, cell);
@@ -525,6 +570,18 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         hook::warn_if_tool_spans_filtered();
         let role = self.core.role(event.metadata());
+        if let Some(late) = self.core.late_busy() {
+            // One load while no call waits for a late verdict.
+            if !CallingOut::active() {
+                if let Some(leaf) = ctx.event_span(event) {
+                    let parent = leaf.id();
+                    drop(leaf);
+                    self.core
+                        .late_event(late, &parent, event, role.has(CallsiteRole::LATE_EVENT));
+                }
+                self.core.late_flush_due();
+            }
+        }
         let error = role.has(CallsiteRole::ERROR_EVENT);
         let marker = role.has(CallsiteRole::MARKER_EVENT);
         // An `error` field fails the span it is directly in, whatever the level.
@@ -535,7 +592,7 @@ where
         let mut fields = EventFields::default();
         if marker || role.has(CallsiteRole::EVENT_ERROR_TYPE) {
             // Visited before any lock: formatting runs user code.
-            event.record(&mut fields);
+            event.record(&mut EventVisitor(&mut fields));
         }
         let Some(leaf) = ctx.event_span(event) else {
             return;
@@ -558,10 +615,7 @@ where
             // A refusal returned as the tool's error: the call was refused, not failed.
             state.refused |= fields.refusal;
             if error || (error_field && direct) {
-                state.error_event = true;
-                if state.event_error_type.is_none() {
-                    state.event_error_type = fields.error_type.take();
-                }
+                state.error_event(fields.error_type.take());
             }
             if marker && direct {
                 state.completed = true;
@@ -618,6 +672,12 @@ where
             return;
         };
         if !self.core.role(span.metadata()).has(CallsiteRole::TOOL_SPAN) {
+            drop(span);
+            if let Some(late) = self.core.late_busy() {
+                // The parent of calls waiting for a late verdict: they are resolved now.
+                self.core.late_parent_closed(late, &id);
+                self.core.late_flush_due();
+            }
             return;
         }
         let cell = {
@@ -649,6 +709,26 @@ where
             .filter(|s| self.core.role(s.metadata()).has(CallsiteRole::TOOL_SPAN))
             .find_map(|s| self.core.cell_of(&s));
         drop(span);
+        if hook::processor_installed() {
+            // For a span processor in the same process: this call is the layer's.
+            if let Some(name) = state.tool_name() {
+                let now = self.core.registry.now();
+                hook::mark_layer_recorded(self.core.registry.address(), name, now);
+            }
+        }
+        if state.late {
+            // The call's end: read with no lock but this span's own (the clock is user code).
+            let end = self.core.registry.now();
+            if self
+                .core
+                .late_close(&cell, &mut state, end, outer.is_some())
+            {
+                // Waits for its framework's verdict in the parent span (`late.rs`).
+                return;
+            }
+        }
         self.finish(&id, &mut state, outer);
+        drop(state);
+        self.core.late_flush_due();
     }
 }

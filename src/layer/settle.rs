@@ -57,7 +57,19 @@ fn record(registry: usize, tool: &str, id: &Id, dispatch: &Dispatch, run: &Helpe
     };
     let _calling_out = CallingOut::enter();
     let registry = &layer.core.registry;
-    let mut report = CallReport::new(run.outcome, run.duration).permit(run.permit);
+    let Some(outcome) = run.outcome else {
+        // The answer says nothing about the tool (`ErrorClass::unrecorded`): nothing recorded,
+        // no entry made for a name never seen, the run's probe and any other given back.
+        let probes = others.iter().filter_map(|b| b.probe().map(|p| (&b.tool, p)));
+        for (t, p) in probes {
+            let _ = registry.release(t, p);
+        }
+        if run.permit.is_probe() {
+            let _ = registry.release(tool, run.permit);
+        }
+        return true;
+    };
+    let mut report = CallReport::new(outcome, run.duration).permit(run.permit);
     report.error_type = run.error_type;
     // A run with no verdict (a caller error, a cancellation) gives its probe back through the
     // permit the report carries.

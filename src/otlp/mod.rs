@@ -109,26 +109,8 @@ use crate::registry::ToolHealthRegistry;
 pub use error::OtlpError;
 pub use guard::OtlpGuard;
 
-/// The instrumentation scope (meter name) the metrics are published under, which
-/// [`cardinality_view`] matches.
-pub const METER_SCOPE: &str = "tool_health";
+pub use crate::metrics::{cardinality_limit, METER_SCOPE, SERIES_PER_TOOL};
 const SCOPE: &str = METER_SCOPE;
-
-/// Series per tracked tool the cardinality limit leaves room for, per instrument: the largest
-/// instrument reports five per tool (`tool_health.calls`: four outcomes and the shadow
-/// refusals), the duration histogram one plus one per `error.type`.
-pub const SERIES_PER_TOOL: usize = 8;
-
-/// The SDK cardinality limit [`init`] and [`OtlpBuilder::layers`] give each of this crate's
-/// instruments: [`SERIES_PER_TOOL`] series for each tool the registry can track, plus the
-/// overflow series. The SDK's default (2,000 per instrument) would fold the series of tools
-/// past about 500 into its own overflow series, silently.
-pub fn cardinality_limit(max_tools: usize) -> usize {
-    max_tools
-        .saturating_add(1)
-        .saturating_mul(SERIES_PER_TOOL)
-        .max(2_000)
-}
 
 /// The SDK view that gives the instruments of meter [`METER_SCOPE`] the
 /// [`cardinality_limit`] of a registry tracking up to `max_tools` tools. [`init`] and

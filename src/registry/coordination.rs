@@ -179,6 +179,12 @@ impl Coordination<'_> {
         self.registry.add_transition_observer(observer);
     }
 
+    /// Unregisters an observer [`add_transition_observer`](Self::add_transition_observer)
+    /// registered (the same `Arc`); whether it was there.
+    pub fn remove_transition_observer(&self, observer: &Arc<dyn HealthObserver>) -> bool {
+        self.registry.remove_transition_observer(observer)
+    }
+
     /// The tool's breaker as a coordinator reads it; `None` for a tool not tracked.
     pub fn coordination_view(&self, tool: &str) -> Option<CoordinationView> {
         let now = self.registry.now_ticks();

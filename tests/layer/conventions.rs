@@ -213,7 +213,8 @@ fn adk_and_swiftide_are_recognised_and_their_failures_need_one_line() {
                 );
                 let _ = span.in_scope(|| adk_tool_body(fail));
                 drop(span);
-                // adk's own failure report: a WARN outside the span, after it. Not seen.
+                // adk's own failure report: a WARN after the span. With no parent span there is
+                // no framework around the call to wait for (see `late.rs`): recorded at close.
                 tracing::warn!(target: "adk_agent::llm_agent", { tool.name = %tool }, "tool_error");
             }
             // Without the line, a failing swiftide tool looks like a success.

@@ -13,12 +13,17 @@ use std::sync::atomic::{AtomicI64, Ordering};
 /// Live heap bytes of the process, kept by [`Counting`].
 pub(crate) static LIVE: AtomicI64 = AtomicI64::new(0);
 
+/// Every heap byte the process ever asked for (never decreases), kept by [`Counting`]: what a
+/// call allocated even if it freed it again.
+pub(crate) static ALLOCATED: AtomicI64 = AtomicI64::new(0);
+
 /// A global allocator that counts live heap bytes in [`LIVE`].
 pub(crate) struct Counting;
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        ALLOCATED.fetch_add(layout.size() as i64, Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -27,6 +32,7 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        ALLOCATED.fetch_add(new_size as i64, Ordering::Relaxed);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }

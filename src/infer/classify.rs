@@ -73,7 +73,7 @@ pub struct SpanFacts<'a> {
     /// The span carries a completion marker: an event with a `return` or `error` field directly
     /// in it (what `#[instrument(ret, err)]` emits), or a recorded `otel.status_code`, error
     /// type, failure field or outcome field; always true for a convention whose spans mark
-    /// nothing on success ([`Convention::no_completion_marker`](super::Convention::no_completion_marker)).
+    /// nothing on success ([`Convention::no_completion_marker`](crate::layer::Convention::no_completion_marker)).
     pub completed: bool,
 }
 

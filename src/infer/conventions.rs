@@ -20,7 +20,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use tracing_core::Metadata;
+use tracing_core::{Level, Metadata};
 
 use crate::semconv;
 
@@ -57,7 +57,7 @@ struct NameSource {
 /// # let _ = mine;
 /// ```
 ///
-/// Add it with [`ToolHealthLayerBuilder::convention`](super::ToolHealthLayerBuilder::convention).
+/// Add it with [`ToolHealthLayerBuilder::convention`](crate::layer::ToolHealthLayerBuilder::convention).
 /// The built-in ones are constructors ([`genai`](Self::genai), [`mcp`](Self::mcp),
 /// [`rig`](Self::rig), [`langchain_rust`](Self::langchain_rust), [`adk`](Self::adk),
 /// [`swiftide`](Self::swiftide)); start from one to change it.
@@ -74,6 +74,114 @@ pub struct Convention {
     failure_fields: Vec<Str>,
     outcome_field: Option<Str>,
     completion_marker: bool,
+    late_failure: Option<LateFailure>,
+    sdk_only: bool,
+}
+
+/// How a framework reports a tool call's failure *after* the call's span: an event in the
+/// span the tool span was created in (its parent), matched on its target, level and message.
+///
+/// ```
+/// use tool_health::layer::{Convention, LateFailure};
+/// use tracing::Level;
+///
+/// // `warn!(target: "my_agent", tool = %name, "tool failed")` in the agent's span, after the
+/// // tool span:
+/// let mine = Convention::new("my-agent")
+///     .target("my_agent")
+///     .span_name("tool")
+///     .tool_name_field("tool")
+///     .no_completion_marker()
+///     .late_failure(
+///         LateFailure::event("my_agent", Level::WARN)
+///             .message("tool failed")
+///             .tool_name_field("tool"),
+///     );
+/// # let _ = mine;
+/// ```
+///
+/// See [`Convention::late_failure`] for how the outcome waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateFailure {
+    pub(crate) target: Str,
+    pub(crate) min_level: Level,
+    pub(crate) messages: Vec<Str>,
+    /// The field naming the tool, and the marker its value follows in that field's text
+    /// (`None`: the whole value).
+    pub(crate) tool_name: Option<(Str, Option<Str>)>,
+}
+
+impl LateFailure {
+    /// An event from `target` (the crate, or a module inside it) at `min_level` or more severe.
+    pub fn event(target: impl Into<Cow<'static, str>>, min_level: Level) -> Self {
+        Self {
+            target: target.into(),
+            min_level,
+            messages: Vec::new(),
+            tool_name: None,
+        }
+    }
+
+    /// The event's message starts with `prefix` (several: any of them). With none, any
+    /// message counts.
+    #[must_use]
+    pub fn message(mut self, prefix: impl Into<Cow<'static, str>>) -> Self {
+        self.messages.push(prefix.into());
+        self
+    }
+
+    /// The field carrying the failed call's tool name. Without one, a verdict fails the oldest
+    /// waiting call of the parent, whatever its tool.
+    #[must_use]
+    pub fn tool_name_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.tool_name = Some((field.into(), None));
+        self
+    }
+
+    /// The tool name is inside `field`'s text, right after `marker` and up to the next `"`
+    /// (swiftide's `tool_call = ?call`: `ToolCall { id: "…", name: "search", … }`, marker
+    /// `name: "`).
+    #[must_use]
+    pub fn tool_name_in(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        marker: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.tool_name = Some((field.into(), Some(marker.into())));
+        self
+    }
+
+    /// Whether an event from `target` at `level` can be one of these verdicts.
+    pub(crate) fn may_match(&self, target: &str, level: Level) -> bool {
+        level <= self.min_level && within(target, &self.target)
+    }
+
+    /// Whether `message` is one of the verdict messages.
+    pub(crate) fn message_matches(&self, message: &str) -> bool {
+        self.messages.is_empty() || self.messages.iter().any(|m| message.starts_with(&**m))
+    }
+
+    /// The tool name in `field` = `value`, if `field` is the tool-name field.
+    pub(crate) fn tool_name_of<'v>(&self, field: &str, value: &'v str) -> Option<&'v str> {
+        let (name_field, marker) = self.tool_name.as_ref()?;
+        if name_field != field {
+            return None;
+        }
+        match marker {
+            None => Some(value),
+            Some(marker) => {
+                let rest = &value[value.find(&**marker)? + marker.len()..];
+                Some(&rest[..rest.find('"')?])
+            }
+        }
+    }
+}
+
+/// Whether `target` is `module` or inside it (`module::…`).
+pub(crate) fn within(target: &str, module: &str) -> bool {
+    target
+        .strip_prefix(module)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }
 
 impl fmt::Debug for Convention {
@@ -90,6 +198,8 @@ impl fmt::Debug for Convention {
             .field("failure_fields", &self.failure_fields)
             .field("outcome_field", &self.outcome_field)
             .field("completion_marker", &self.completion_marker)
+            .field("late_failure", &self.late_failure)
+            .field("sdk_only", &self.sdk_only)
             .finish()
     }
 }
@@ -110,10 +220,12 @@ impl Convention {
             failure_fields: Vec::new(),
             outcome_field: None,
             completion_marker: true,
+            late_failure: None,
+            sdk_only: false,
         }
     }
 
-    /// The convention's name (a builder's [`convention`](super::ToolHealthLayerBuilder::convention)
+    /// The convention's name (a builder's [`convention`](crate::layer::ToolHealthLayerBuilder::convention)
     /// replaces the one of the same name).
     pub fn name(&self) -> &str {
         &self.name
@@ -241,34 +353,93 @@ impl Convention {
         if !meta.is_span() {
             return false;
         }
+        let fields = meta.fields();
+        self.matches_shape(meta.target(), Some(meta.name()), |f| {
+            fields.field(f).is_some()
+        }) && self.filter.is_none_or(|filter| filter(meta))
+    }
+
+    /// The match on a neutral description of a span: its `target` (a `tracing` target, or for
+    /// an OpenTelemetry span the module path it came from, else its instrumentation scope),
+    /// its static `name` (`None` for an OpenTelemetry span: its name may be `otel.name`'s value,
+    /// and a convention's span name is then checked through its name source instead), and
+    /// which fields it `declares`. A [`filter`](Self::filter) is not run here.
+    pub(crate) fn matches_shape(
+        &self,
+        target: &str,
+        name: Option<&str>,
+        declares: impl Fn(&str) -> bool,
+    ) -> bool {
         if let Some(module) = &self.target {
-            let target = meta.target();
-            let inside = target
-                .strip_prefix(&**module)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"));
-            if !inside {
+            if !within(target, module) {
                 return false;
             }
         }
-        if self.span_name.as_deref().is_some_and(|n| n != meta.name()) {
+        if let (Some(expected), Some(name)) = (self.span_name.as_deref(), name) {
+            if expected != name {
+                return false;
+            }
+        }
+        if !self.required_fields.iter().all(|f| declares(f)) {
             return false;
         }
-        let fields = meta.fields();
-        if !self
-            .required_fields
-            .iter()
-            .all(|f| fields.field(&**f).is_some())
-        {
-            return false;
-        }
-        if !self
-            .tool_name
-            .iter()
-            .any(|s| fields.field(&*s.field).is_some())
-        {
-            return false;
-        }
-        self.filter.is_none_or(|filter| filter(meta))
+        self.tool_name.iter().any(|s| declares(&s.field))
+    }
+
+    /// Whether this convention can be matched without `tracing` metadata (it has no
+    /// [`filter`](Self::filter)): the span processor's conventions.
+    #[cfg_attr(
+        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+        allow(dead_code)
+    )]
+    pub(crate) fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// Whether a tool name comes from `otel.name` (which an OpenTelemetry span carries as its
+    /// name, in place of the static one).
+    #[cfg_attr(
+        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+        allow(dead_code)
+    )]
+    pub(crate) fn names_from_otel_name(&self) -> bool {
+        self.tool_name.iter().any(|s| s.field == semconv::OTEL_NAME)
+    }
+
+    /// The framework reports a failed call after its span, by an event in the parent span
+    /// (adk's `tool_error`, swiftide's "Tool call failed"). A span of this convention that
+    /// ends without a failure of its own then waits for the framework's next move in the
+    /// parent: the matching event fails it (the oldest waiting call of the named tool —
+    /// concurrent calls of one parent are told apart by tool name, in the order they started);
+    /// another event of the framework's (from the verdict's target) there, a new tool span there
+    /// or the parent's end makes it a success. It
+    /// never waits longer than [`DEFERRED_VERDICT_BOUND`](crate::layer::DEFERRED_VERDICT_BOUND)
+    /// or half its tool's probe lease (so a probe's verdict is never stale): every callback of
+    /// the feed, and the gate, flush what is due.
+    #[must_use]
+    pub fn late_failure(mut self, verdict: LateFailure) -> Self {
+        self.late_failure = Some(verdict);
+        self
+    }
+
+    /// The late failure of this convention, if it has one.
+    pub fn late_failure_event(&self) -> Option<&LateFailure> {
+        self.late_failure.as_ref()
+    }
+
+    /// The framework marks its spans' outcomes only through the OpenTelemetry span API
+    /// (`set_status` through tracing-opentelemetry's span extension), which a `tracing` layer
+    /// cannot see: [`ToolHealthLayer`](crate::ToolHealthLayer) leaves these spans alone (it
+    /// would count every failure as a success) and the span processor records them.
+    #[must_use]
+    pub fn sdk_only(mut self) -> Self {
+        self.sdk_only = true;
+        self
+    }
+
+    /// Whether only the span processor reads this convention's spans.
+    pub fn is_sdk_only(&self) -> bool {
+        self.sdk_only
     }
 
     // ----------------------------------------------------------------------------- built-in
@@ -329,9 +500,10 @@ impl Convention {
     }
 
     /// adk-rust (`adk-agent` 2.3): an unnamed span from `adk_agent` with
-    /// `otel.name` = `execute_tool {name}` and `tool.name`. adk logs a tool's failure *outside*
-    /// its span: with no configuration its calls are recorded as successes, with their
-    /// durations. See the README for the one line that makes failures visible.
+    /// `otel.name` = `execute_tool {name}` and `tool.name`. adk reports a failure *after* the
+    /// span, as a WARN event `tool_error` (or `tool_timeout`) with `tool.name` in the agent's
+    /// span: a [late failure](Self::late_failure). Retries within one call (adk's retry
+    /// budget) share one span: one record.
     pub fn adk() -> Self {
         Self::new("adk")
             .target("adk_agent")
@@ -339,22 +511,61 @@ impl Convention {
             .requires_field("tool.name")
             .tool_name_from(semconv::OTEL_NAME, "execute_tool ")
             .no_completion_marker()
+            .late_failure(
+                LateFailure::event("adk_agent", Level::WARN)
+                    .message("tool_error")
+                    .message("tool_timeout")
+                    .tool_name_field("tool.name"),
+            )
     }
 
     /// swiftide (`swiftide-agents` 0.32): span `tool` from `swiftide_agents` whose only field
-    /// is `otel.name` = `tool.{name}`. swiftide logs a tool's failure in the parent span: with
-    /// no configuration its calls are recorded as successes, with their durations. See the
-    /// README for the one line that makes failures visible.
+    /// is `otel.name` = `tool.{name}`, run in a task of its own. swiftide reports a failure
+    /// after the span closed, as a WARN "Tool call failed, retrying" (or, at its retry limit,
+    /// an ERROR "Tool call failed, retry limit reached") with `tool_call = ?call` in the parent
+    /// `step` span: a [late failure](Self::late_failure). A repeated call (swiftide's retry:
+    /// the model calls it again) is a call of its own each time.
     pub fn swiftide() -> Self {
         Self::new("swiftide")
             .target("swiftide_agents")
             .span_name("tool")
             .tool_name_from(semconv::OTEL_NAME, "tool.")
             .no_completion_marker()
+            .late_failure(
+                LateFailure::event("swiftide_agents", Level::WARN)
+                    .message("Tool call failed")
+                    .tool_name_in("tool_call", "name: \""),
+            )
     }
 
-    /// The conventions a layer starts with, in the order they are tried: rig, langchain-rust,
-    /// adk, swiftide (each matched on its crate's target), then MCP and GenAI (matched on
+    /// autoagents (`autoagents-telemetry` 0.4): span `autoagents.tool_call`, the name in
+    /// `tool_name`, created by autoagents' telemetry task from the agent's events (not around
+    /// the call). Its outcome is only the OpenTelemetry span's status (`Ok`, or `Error` with
+    /// `error.message`), set through tracing-opentelemetry 0.33's span extension: read by the
+    /// span processor for SDK 0.32 only ([`sdk_only`](Self::sdk_only)).
+    pub fn autoagents() -> Self {
+        Self::new("autoagents")
+            .span_name("autoagents.tool_call")
+            .tool_name_field("tool_name")
+            .sdk_only()
+    }
+
+    /// genai (`genai` 0.7, feature `otel`): span `genai.execute_tool` from `genai`, the GenAI
+    /// fields, a failure marked with `otel.status_code = error` and `error.type`
+    /// (`genai::otel::agent::set_error`). genai marks nothing on success: a span that closes
+    /// without a failure is a success even in strict mode.
+    pub fn rust_genai() -> Self {
+        Self::new("rust-genai")
+            .target("genai")
+            .span_name("genai.execute_tool")
+            .tool_name_field(semconv::TOOL_NAME)
+            .kind(semconv::OPERATION_NAME, semconv::EXECUTE_TOOL)
+            .no_completion_marker()
+    }
+
+    /// The conventions a layer (and the span processor) starts with, in the order they are
+    /// tried: rig, langchain-rust, adk, swiftide, genai (each matched on its crate's target),
+    /// autoagents (its span name; the span processor's only), then MCP and GenAI (matched on
     /// fields, from any source).
     pub fn builtin() -> Vec<Self> {
         vec![
@@ -362,6 +573,8 @@ impl Convention {
             Self::langchain_rust(),
             Self::adk(),
             Self::swiftide(),
+            Self::rust_genai(),
+            Self::autoagents(),
             Self::mcp(),
             Self::genai(),
         ]
@@ -433,6 +646,7 @@ impl Convention {
         Compiled {
             fields: fields.into_boxed_slice(),
             completion_marker: self.completion_marker,
+            late_failure: self.late_failure.clone(),
         }
     }
 }
@@ -463,6 +677,7 @@ pub(crate) enum Meaning {
 pub(crate) struct Compiled {
     pub(crate) fields: Box<[(Str, Meaning)]>,
     pub(crate) completion_marker: bool,
+    pub(crate) late_failure: Option<LateFailure>,
 }
 
 impl Compiled {

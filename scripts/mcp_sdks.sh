@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the official MCP SDK servers the integration tests run (integrations/tests/mcp_sdk/),
+# pinned, when they are missing; starts nothing:
+#
+# * Python: a venv at ${CARGO_TARGET_DIR:-target}/mcp/venv with integrations/servers/python/
+#   requirements.txt (PyPI `mcp` 2.3.0 and every dependency pinned);
+# * TypeScript: `npm ci` in integrations/servers/typescript (the committed package-lock.json:
+#   @modelcontextprotocol/sdk 1.32.2 and 1.20.2, zod 4.6.7 and 3.25.76) into its node_modules/,
+#   which git ignores. Needs Node 18 or later on the PATH.
+#
+#   bash scripts/mcp_sdks.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${CARGO_TARGET_DIR:-target}/mcp/venv"
+REQUIREMENTS=integrations/servers/python/requirements.txt
+if ! "$VENV/bin/python" -c 'import importlib.metadata as m; assert m.version("mcp") == "2.3.0"' 2>/dev/null; then
+  echo "mcp_sdks.sh: installing the Python MCP SDK into $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
+fi
+
+TS=integrations/servers/typescript
+if ! node -e 'const v = require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version; const o = require("./'"$TS"'/node_modules/sdk-1-20/package.json").version; process.exit(v === "1.32.2" && o === "1.20.2" ? 0 : 1)' 2>/dev/null; then
+  echo "mcp_sdks.sh: installing the TypeScript MCP SDK into $TS/node_modules" >&2
+  (cd "$TS" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+"$VENV/bin/python" -c 'import importlib.metadata as m; print("python mcp", m.version("mcp"))'
+node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version)'

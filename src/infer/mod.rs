@@ -1,0 +1,27 @@
+//! One inference, several feeds: what a finished tool call looked like, in a neutral shape,
+//! and what it means.
+//!
+//! A *feed* watches spans and fills the neutral shape ([`facts`]): the `tracing` layer
+//! (`crate::layer`) from `tracing` spans and events, the span processor
+//! (`crate::span_processor`, features `span-processor` / `span-processor-sdk-0-32`) from the
+//! OpenTelemetry SDK's finished spans. Neither classifies by itself: the [`conventions`]
+//! (each framework's span shape, as data) say which fields mean what, and the
+//! [`classify`] rules turn the facts into an outcome — so a framework learnt once is learnt for
+//! every feed.
+//!
+//! Some frameworks report a call's failure after its span, in the parent span (adk, swiftide):
+//! a convention's [late failure](conventions::Convention::late_failure). The call's outcome
+//! then waits in a small, bounded table ([`deferred`]) until the framework's next move in the
+//! parent, or a flush that comes before a probe's lease could expire.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `facts.rs` | the neutral shape: field values read per convention, what is known of a call |
+//! | `conventions.rs` | [`Convention`](conventions::Convention): each framework's span shape, late verdicts |
+//! | `classify.rs` | [`OutcomeClassifier`](classify::OutcomeClassifier), [`DefaultClassifier`](classify::DefaultClassifier), [`SpanFacts`](classify::SpanFacts) |
+//! | `deferred.rs` | calls whose verdict comes after their span: the bounded table, the flush rule |
+
+pub(crate) mod classify;
+pub(crate) mod conventions;
+pub(crate) mod deferred;
+pub(crate) mod facts;

@@ -27,15 +27,28 @@ use super::{BreakerState, Recorded, Transition, TransitionReason};
 #[derive(Debug)]
 pub(crate) struct Breaker {
     word: AtomicU64,
-    consecutive: AtomicU64,
+    /// Consecutive failures while Closed. 32 bits (the breaker is one cache line: the episode's
+    /// start and the tag fill the rest), saturating at `u32::MAX`.
+    consecutive: AtomicU32,
     /// How many times each edge of [`Transition::PAIRS`] was taken, saturating at `u32::MAX`
     /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
     /// took, and the budget per tool has no room for more).
     transitions: [AtomicU32; 5],
+    /// The generation of the word that began the current (or last) open episode — the word
+    /// that left Closed — so that a coordinator's close is bound to its episode (see
+    /// [`Event::RemoteClose`]). Written before the compare-and-swap that installs that word
+    /// (`Release`), read after loading the word (`Acquire`): every write of the word is a
+    /// read-modify-write, so a reader that sees the episode's word (or any later one) sees its
+    /// start, or a later attempt's — which can only make a close refuse, never wrongly close.
+    /// (It fills the padding after the tallies: the breaker stays 64 bytes.)
+    episode: AtomicU32,
     /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
     /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
-    /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
-    /// open episode; bits 0–55, when the breaker last closed after a probe, in ticks
+    /// fast path pays one relaxed load); bit 62, a coordinator watches the tool's successes (the
+    /// success fast path leaves for the one that tells it, on the same load); bits 56–61, the
+    /// backoff level of the current (or last) open episode (64 levels: a cooldown doubled 63
+    /// times is "never" long before); bits 0–55, when the breaker last closed after a probe, in
+    /// ticks
     /// ([`Ticks::NEVER`]: not yet).
     history: AtomicU64,
     policy: ArcSwap<ToolPolicy>,
@@ -49,9 +62,17 @@ pub(crate) struct Breaker {
     tag: u32,
 }
 
+// One cache line's worth: the episode's start and the tag fill what the tallies and a 32-bit
+// consecutive counter leave.
+#[cfg(not(all(test, tool_health_loom)))]
+const _: () = assert!(std::mem::size_of::<Breaker>() == 64);
+
 const HISTORY_WINDOW: u64 = 1 << 63;
+const HISTORY_WATCHED: u64 = 1 << 62;
+/// The bits that send a success on a Closed breaker off the fast path.
+const HISTORY_SLOW_SUCCESS: u64 = HISTORY_WINDOW | HISTORY_WATCHED;
 const HISTORY_LEVEL_SHIFT: u32 = 56;
-const HISTORY_LEVEL_MAX: u64 = 0x7F;
+const HISTORY_LEVEL_MAX: u64 = 0x3F;
 const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 
 impl Breaker {
@@ -69,8 +90,9 @@ impl Breaker {
     pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32, tag: u32) -> Self {
         let b = Self {
             word: AtomicU64::new(Word::closed(generation).tagged(u64::from(tag)).encode()),
-            consecutive: AtomicU64::new(0),
+            consecutive: AtomicU32::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
+            episode: AtomicU32::new(generation),
             history: AtomicU64::new(Ticks::NEVER.get()),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
@@ -102,6 +124,23 @@ impl Breaker {
     #[inline(always)]
     fn has_window(&self, order: Ordering) -> bool {
         self.history.load(order) & HISTORY_WINDOW != 0
+    }
+
+    /// Whether a coordinator watches this tool's successes (see [`Breaker::watch`]).
+    #[inline]
+    pub(crate) fn watched(&self) -> bool {
+        self.history.load(Ordering::Relaxed) & HISTORY_WATCHED != 0
+    }
+
+    /// Sends every success off the fast path (`on`), so that the record path can tell a
+    /// coordinator about it, or back onto it. Relaxed: a success racing the change may take
+    /// either path, as a success just before or after it would.
+    pub(crate) fn watch(&self, on: bool) {
+        if on {
+            self.history.fetch_or(HISTORY_WATCHED, Ordering::Relaxed);
+        } else {
+            self.history.fetch_and(!HISTORY_WATCHED, Ordering::Relaxed);
+        }
     }
 
     /// Replaces the bits of `mask` in the history word with `value` (which lies within `mask`).
@@ -142,7 +181,7 @@ impl Breaker {
     }
 
     pub(crate) fn consecutive_failures(&self) -> u64 {
-        self.consecutive.load(Ordering::SeqCst)
+        u64::from(self.consecutive.load(Ordering::SeqCst))
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
@@ -273,10 +312,10 @@ impl Breaker {
 
     /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
     /// a Closed breaker (through a permit of this breaker and of its generation, if any) with
-    /// no failure-rate window only resets the counter, and this does it and answers `true`.
-    /// `false`: any other case, for [`Breaker::on_success`] to decide (it re-reads the word).
-    /// Through a permit, state, generation and tag are compared with the word in one
-    /// comparison (the permit's [`closed_word`](Permit::closed_word)).
+    /// no failure-rate window and no coordinator watching only resets the counter, and this does
+    /// it and answers `true`. `false`: any other case, for [`Breaker::on_success`] to decide (it
+    /// re-reads the word). Through a permit, state, generation and tag are compared with the word
+    /// in one comparison (the permit's [`closed_word`](Permit::closed_word)).
     #[inline(always)]
     pub(crate) fn success_if_closed(&self, permit: Option<Permit>) -> bool {
         let raw = self.word.load(Ordering::Acquire);
@@ -284,7 +323,7 @@ impl Breaker {
             None => Word::closed_key(raw).is_some(),
             Some(p) => raw == p.closed_word(),
         };
-        if closed && !self.has_window(Ordering::Relaxed) {
+        if closed && self.history.load(Ordering::Relaxed) & HISTORY_SLOW_SUCCESS == 0 {
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
             }
@@ -321,10 +360,12 @@ impl Breaker {
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
         // SeqCst: the registry's eviction handshake reads this counter to decide that a tool is
         // fresh (see `ToolHealthRegistry::touch`).
-        let count = self
-            .consecutive
-            .fetch_add(1, Ordering::SeqCst)
-            .saturating_add(1);
+        let before = self.consecutive.fetch_add(1, Ordering::SeqCst);
+        if before == u32::MAX {
+            // Saturate rather than wrap (only reachable with tripping off: threshold 0).
+            self.consecutive.store(u32::MAX, Ordering::SeqCst);
+        }
+        let count = u64::from(before) + 1;
         let p = self.policy.load();
         let rate = match (p.trip, &*self.window.load()) {
             (
@@ -453,7 +494,11 @@ impl Breaker {
         self.apply(
             self.load(),
             now,
-            |_| (Event::RemoteClose { since }, t),
+            // After the word was loaded (see `episode`).
+            |_| {
+                let episode = self.episode.load(Ordering::Acquire);
+                (Event::RemoteClose { since, episode }, t)
+            },
             |s, _| {
                 if s.transition.is_some() {
                     self.set_history(HISTORY_CLOSED_MASK, now.at.get());
@@ -531,6 +576,10 @@ impl Breaker {
             let mut s = step(w, ev, now, &t);
             // A Closed word carries the breaker's tag (see `tag`); the pure step knows nothing of it.
             s.next = s.next.tagged(self.tag());
+            if w.state == CLOSED && s.next.state != CLOSED {
+                // An open episode begins: its start, before its word (see `episode`).
+                self.episode.store(s.next.generation, Ordering::Release);
+            }
             let installed = s.next == w
                 || self
                     .word

@@ -467,6 +467,12 @@ impl Observed {
         if self.retry_after.is_none() {
             self.retry_after = inner.retry_after;
         }
+        if self.call_outcome.is_none() {
+            // The framework's own verdict (`skipped`, `denied`) on the inner span holds for
+            // the call.
+            self.call_outcome = inner.call_outcome.take();
+        }
+        self.failure_field |= inner.failure_field;
         self.status_error |= inner.status_error;
         self.error_event |= inner.error_event;
         self.panicked |= inner.panicked;

@@ -46,17 +46,19 @@ impl Named for Entry {
 impl Entry {
     /// A fresh entry under `policy`, marked seen in sweep epoch `epoch`, its breaker's first
     /// episode numbered `generation` (see `ToolHealthRegistry::generation_floor`), its permits
-    /// tagged `tag` (see `ToolHealthRegistry::tag_of`).
+    /// tagged `tag` (see `ToolHealthRegistry::tag_of`), its counters those of the tool's entry
+    /// number `incarnation`.
     pub(super) fn new(
         name: &str,
         policy: Arc<ToolPolicy>,
         epoch: u64,
         generation: u32,
         tag: u32,
+        incarnation: u32,
     ) -> Self {
         Entry {
             name: name.into(),
-            stats: ToolStats::default(),
+            stats: ToolStats::counting(incarnation),
             slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
             breaker: Breaker::starting_at(policy, generation, tag),
             control: Control::default(),

@@ -403,7 +403,28 @@ impl ToolHealthRegistry {
         if self.unenforced(e, report) {
             return None;
         }
-        Some(e.breaker.on_success(report.generation, || self.now_step()))
+        let recorded = e.breaker.on_success(report.generation, || self.now_step());
+        if e.breaker.watched() {
+            self.tell_outcome(&e.name, false);
+        }
+        Some(recorded)
+    }
+
+    /// Tells the coordinator's outcome listener, if one is set, about a failure or a watched
+    /// success (see `Coordination::set_outcome_listener`). One relaxed load when none is.
+    #[inline]
+    fn tell_outcome(&self, tool: &str, failed: bool) {
+        if self.outcome_listening.load(Ordering::Relaxed) {
+            self.tell_outcome_listener(tool, failed);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tell_outcome_listener(&self, tool: &str, failed: bool) {
+        if let Some(listening) = &*self.outcome_listener.load() {
+            listening.0.on_outcome(tool, failed);
+        }
     }
 
     /// A failure for the breaker (a failed call, or a slow success), with the tool's retry hint.
@@ -421,10 +442,11 @@ impl ToolHealthRegistry {
         let now = self.now_step();
         let not_before = retry_after.map_or(Ticks::ZERO, |d| now.base.after(Ticks::span(d)));
         let rate_trips = self.local_rate_trips.load(Ordering::Relaxed);
-        Some(
-            e.breaker
-                .on_failure_rated(report.generation, now, not_before, rate_trips),
-        )
+        let recorded = e
+            .breaker
+            .on_failure_rated(report.generation, now, not_before, rate_trips);
+        self.tell_outcome(&e.name, true);
+        Some(recorded)
     }
 
     /// A call that makes no verdict on the tool (a caller error, a cancellation): a probe it

@@ -26,7 +26,6 @@ use std::time::Duration;
 use tracing::span::Id;
 use tracing::{Dispatch, Span};
 
-
 use crate::call::{CallOutcome, GateDecision, Permit};
 
 /// Runs a gate decision bound to the current tool span: the registry's address (to find a

@@ -60,7 +60,9 @@ fn record(registry: usize, tool: &str, id: &Id, dispatch: &Dispatch, run: &Helpe
     let Some(outcome) = run.outcome else {
         // The answer says nothing about the tool (`ErrorClass::unrecorded`): nothing recorded,
         // no entry made for a name never seen, the run's probe and any other given back.
-        let probes = others.iter().filter_map(|b| b.probe().map(|p| (&b.tool, p)));
+        let probes = others
+            .iter()
+            .filter_map(|b| b.probe().map(|p| (&b.tool, p)));
         for (t, p) in probes {
             let _ = registry.release(t, p);
         }

@@ -84,7 +84,9 @@ impl Registry {
         }
         let floor = self.floor.load(Ordering::Relaxed);
         let epoch = self.epoch.load(Ordering::Relaxed);
-        Arc::clone(map.get_or_insert_with(|| Arc::new(Entry::new("t", policy(), epoch, floor, 1, 1))))
+        Arc::clone(
+            map.get_or_insert_with(|| Arc::new(Entry::new("t", policy(), epoch, floor, 1, 1))),
+        )
     }
 
     /// The live entry, as a by-name lookup finds it.

@@ -127,8 +127,14 @@ pub(crate) async fn a_probe_granted_late_in_its_lease_is_covered_until_it_ends()
     let (key, holder, ttl) = lease(&client, &prefix).await.expect("a lease");
     assert_eq!(holder, all[0].fleet.replica_id());
     // The winner's first call comes as late as its grant window allows: `lead` before the
-    // lease ends (and a little more).
-    let late = ttl.saturating_sub(lead + 150 * MS);
+    // lease ends, and 300 ms more — room for a loaded machine to wake this task and reach the
+    // gate (with 150 ms, CI on two busy cores once woke past the window). Still past the probe
+    // lease counted from the claim: the old lease would end under this probe.
+    let late = ttl.saturating_sub(lead + 300 * MS);
+    assert!(
+        late > probe_lease,
+        "the grant comes after a lease from the claim would end"
+    );
     tokio::time::sleep(late.saturating_sub(claimed.elapsed())).await; // the store's real TTL
     advance(&all, late);
     let GateDecision::Probe(permit) = all[0].registry.check(TOOL) else {

@@ -15,8 +15,9 @@ use tracing::field::Empty;
 use tracing::{Instrument as _, Span};
 
 use crate::call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
-use crate::hook::{self, Verdict};
-use crate::registry::ToolHealthRegistry;
+use crate::hook::{self, HelperRun};
+use crate::registry::Escaped;
+use crate::registry::{NameError, ToolHealthRegistry};
 use crate::semconv;
 
 /// `error.type` of a call cut off by [`ToolCall::timeout`].
@@ -39,10 +40,21 @@ impl ToolHealthRegistry {
     /// let row = registry.call("sql_query").run_blocking(|| lookup(7));
     /// assert_eq!(row.unwrap(), "7");
     /// ```
+    ///
+    /// A name longer than [`max_name_len`](Self::max_name_len) is not copied: the call answers
+    /// [`CallError::InvalidName`] at once, without a span, a gate decision or a record.
     pub fn call(self: &Arc<Self>, tool: &str) -> ToolCall {
+        let (tool, invalid) = match self.validate_name(tool) {
+            Ok(()) => (tool.into(), None),
+            Err(e) => {
+                self.reject_name(e.len());
+                (Box::default(), Some(e))
+            }
+        };
         ToolCall {
             registry: Arc::clone(self),
-            tool: tool.into(),
+            tool,
+            invalid,
             timeout: None,
             span: None,
             classify: AllFailures,
@@ -107,14 +119,21 @@ impl ToolHealthRegistry {
 ///
 /// # Who records
 ///
-/// Exactly one record per call. When a [`ToolHealthLayer`](crate::ToolHealthLayer) for this
-/// registry sees the span, the helper gates with [`check`](ToolHealthRegistry::check) (the
-/// decision is bound to the span and written on it) and hands the outcome to the layer, which
-/// records it when the span closes, with the span's duration, the permit and the transition
-/// events. Otherwise — no layer, a layer for another registry, or a subscriber filter that
-/// disabled the span (a global `EnvFilter` at `warn`) — the helper records through the permit
-/// itself and writes `tool_health.gate.decision`, `error.type` and `otel.status_code` on the
-/// span as plain fields. Either way the registry sees the same call.
+/// Exactly one record per run: **each run of the helper is one call**, recorded when it ends.
+/// When a [`ToolHealthLayer`](crate::ToolHealthLayer) for this registry sees the span, the
+/// helper gates with [`check`](ToolHealthRegistry::check) (the decision is bound to the span
+/// and written on it) and hands the outcome to the layer, which records it at once with the
+/// permit and writes the transition events on the span. Inside a tool span of the same tool
+/// (a framework's `execute_tool` span, an `#[instrument]`ed tool function) that holds for
+/// every run: a retry loop of three failed runs is three failures, a probe's verdict is in the
+/// breaker before the next run asks the gate (so a failed probe is never retried through it),
+/// and that span — and any same-tool span around it — adds no record of its own. A run inside
+/// a span that holds the tool's probe (a middleware's gate granted it) is answered that probe,
+/// once: the run resolves it. Otherwise — no layer, a layer for another registry, or a
+/// subscriber filter that disabled the span (a global `EnvFilter` at `warn`) — the helper
+/// records through the permit itself and writes `tool_health.gate.decision`, `error.type` and
+/// `otel.status_code` on the span as plain fields. Either way the registry sees the same
+/// calls.
 ///
 /// # Timeouts and the `tokio` feature
 ///
@@ -127,6 +146,8 @@ impl ToolHealthRegistry {
 pub struct ToolCall<C = AllFailures> {
     registry: Arc<ToolHealthRegistry>,
     tool: Box<str>,
+    /// The name was refused (too long): the call answers this, and does nothing else.
+    invalid: Option<NameError>,
     timeout: Option<Duration>,
     span: Option<Span>,
     classify: C,
@@ -191,6 +212,7 @@ impl<C> ToolCall<C> {
         ToolCall {
             registry: self.registry,
             tool: self.tool,
+            invalid: self.invalid,
             timeout: self.timeout,
             span: self.span,
             classify,
@@ -204,16 +226,23 @@ impl<C> ToolCall<C> {
         F: Future<Output = Result<T, E>>,
         C: ClassifyError<E>,
     {
-        let (span, joined) = self.open_span();
+        let (span, joined) = match self.invalid {
+            None => self.open_span(),
+            Some(_) => (Span::none(), false),
+        };
         let ToolCall {
             registry,
             tool,
+            invalid,
             timeout,
             classify,
             ..
         } = self;
         let fut_span = span.clone();
         async move {
+            if let Some(e) = invalid {
+                return Err(CallError::InvalidName(e));
+            }
             let mut pending = Pending::start(registry, tool, span, joined);
             let permit = match pending.gate() {
                 Ok(permit) => permit,
@@ -259,6 +288,9 @@ impl<C> ToolCall<C> {
     where
         C: ClassifyError<E>,
     {
+        if let Some(e) = self.invalid {
+            return Err(CallError::InvalidName(e));
+        }
         let (span, joined) = self.open_span();
         let _entered = span.enter();
         let mut pending = Pending::start(self.registry, self.tool, span.clone(), joined);
@@ -318,7 +350,8 @@ async fn with_timeout<F: Future>(_limit: Duration, fut: F) -> Option<F::Output> 
 /// Who records the call (see "Who records" in the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Recorder {
-    /// The layer, from the span, with the outcome the helper settles on it.
+    /// The layer, from the span: each run recorded at once through it (one call), the span
+    /// adding no record of its own.
     Layer,
     /// The helper, through the permit.
     Helper,
@@ -403,38 +436,39 @@ impl Pending {
             self.span.record(semconv::ERROR_TYPE, error_type);
             self.span.record(semconv::OTEL_STATUS_CODE, "error");
         }
-        let verdict = Verdict {
+        let duration = self.registry.now().saturating_sub(started);
+        let run = HelperRun {
             outcome,
             error_type,
+            permit,
+            duration,
         };
-        match self.recorder {
-            Recorder::Layer => {
-                // Settled on the span (through its own dispatcher), the layer records it at
-                // close. Should that fail, the layer still infers the outcome from the fields
-                // written above.
-                let _ = hook::settle(self.registry.address(), &self.tool, &self.span, &verdict);
+        // Recorded at once by the layer (through the span's own dispatcher: the transition
+        // events go on the span, and the same-tool spans around it record nothing more) —
+        // or, if the span is no longer one the layer feeds this registry from, here.
+        let by_layer = self.recorder == Recorder::Layer
+            && hook::record(self.registry.address(), &self.tool, &self.span, &run);
+        if by_layer {
+            return;
+        }
+        let Some(outcome) = outcome else {
+            // The answer says nothing about the tool: nothing recorded, a probe given back.
+            if permit.is_probe() {
+                self.registry.release(&self.tool, permit);
             }
-            Recorder::Helper => {
-                let Some(outcome) = outcome else {
-                    if permit.is_probe() {
-                        self.registry.release(&self.tool, permit);
-                    }
-                    return;
-                };
-                let duration = self.registry.now().saturating_sub(started);
-                let mut report = CallReport::new(outcome, duration);
-                report.error_type = error_type;
-                if outcome == CallOutcome::Cancelled {
-                    // No verdict: counted, and a probe given back exactly.
-                    self.registry.record_report(&self.tool, &report);
-                    if permit.is_probe() {
-                        self.registry.release(&self.tool, permit);
-                    }
-                } else {
-                    self.registry
-                        .record_report(&self.tool, &report.permit(permit));
-                }
+            return;
+        };
+        let mut report = CallReport::new(outcome, duration);
+        report.error_type = error_type;
+        if outcome == CallOutcome::Cancelled {
+            // No verdict: counted, and a probe given back exactly.
+            self.registry.record_report(&self.tool, &report);
+            if permit.is_probe() {
+                self.registry.release(&self.tool, permit);
             }
+        } else {
+            self.registry
+                .record_report(&self.tool, &report.permit(permit));
         }
     }
 }
@@ -616,6 +650,11 @@ pub enum CallError<E> {
     },
     /// The tool's own error, recorded as its [`ErrorClass`] says.
     Tool(E),
+    /// The tool name is longer than the registry's
+    /// [`max_name_len`](ToolHealthRegistry::max_name_len): no tool of the application's has
+    /// it. The call was not made and nothing was recorded or copied. An invalid argument of the
+    /// model's: tell it so (the text says what is wrong), never [`REFUSAL_MESSAGE`].
+    InvalidName(NameError),
 }
 
 impl<E> CallError<E> {
@@ -652,20 +691,49 @@ impl<E> CallError<E> {
 impl<E: fmt::Display> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            // The model-facing text first, then what a log reader needs.
-            Self::Refused { tool, retry_after } if *retry_after == Duration::MAX => {
-                write!(f, "{REFUSAL_MESSAGE} (tool `{tool}`)")
-            }
+            // The model-facing text first, then what a log reader needs. The tool name is the
+            // model's: escaped, so it cannot write a line or a colour into a log.
             Self::Refused { tool, retry_after } => write!(
                 f,
-                "{REFUSAL_MESSAGE} (tool `{tool}`, retry in {:.1} s)",
-                retry_after.as_secs_f64()
+                "{REFUSAL_MESSAGE} (tool `{}`, {})",
+                Escaped(tool),
+                RetryIn(*retry_after)
             ),
             Self::TimedOut { tool, after } => {
-                write!(f, "tool `{tool}` timed out after {after:?}")
+                write!(f, "tool `{}` timed out after {after:?}", Escaped(tool))
             }
             Self::Tool(e) => e.fmt(f),
+            Self::InvalidName(e) => e.fmt(f),
         }
+    }
+}
+
+/// When to retry, as the model reads it: seconds under a minute (`retry in 2.5 s`), then
+/// whole minutes, hours or days rounded up; `until released` for a refusal without an end
+/// (`Duration::MAX`: forced open until released, or a cooldown too long to represent).
+struct RetryIn(Duration);
+
+impl fmt::Display for RetryIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MINUTE: u64 = 60;
+        const HOUR: u64 = 60 * MINUTE;
+        const DAY: u64 = 24 * HOUR;
+        let d = self.0;
+        if d == Duration::MAX {
+            return f.write_str("until released");
+        }
+        if d < Duration::from_secs(MINUTE) {
+            return write!(f, "retry in {:.1} s", d.as_secs_f64());
+        }
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        let (n, unit) = if secs < 2 * HOUR {
+            (secs.div_ceil(MINUTE), "min")
+        } else if secs < 2 * DAY {
+            (secs.div_ceil(HOUR), "h")
+        } else {
+            (secs.div_ceil(DAY), "d")
+        };
+        write!(f, "retry in {n} {unit}")
     }
 }
 

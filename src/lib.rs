@@ -117,15 +117,17 @@ mod ticks;
 // concept (the crate docs' "Where things are"); the old root names of moved items stay as
 // hidden aliases so that code written against them still compiles.
 pub use breaker::{BreakerState, Recorded, Transition, TransitionReason};
-pub use call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
+pub use call::{CallOutcome, CallReport, GateDecision, NotRecorded, Permit, REFUSAL_MESSAGE};
 pub use call_helper::{AllFailures, CallError, ClassifyError, ErrorClass, ToolCall};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::ToolControl;
 pub use layer::ToolHealthLayer;
 pub use metrics::publish_metrics;
-pub use policy::{Apply, Backoff, CircuitBreakerConfig, JitterSource, ToolPolicy, TripPolicy};
+pub use policy::{
+    Apply, Backoff, CircuitBreakerConfig, JitterSource, SettingError, ToolPolicy, TripPolicy,
+};
 pub use registry::{
-    RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
+    NameError, RegistryBuilder, ToolHandle, ToolHealthRegistry, ToolHealthSnapshot, UnavailableTool,
 };
 pub use router::{HealthRouter, HealthRouterBuilder};
 #[cfg(feature = "span-processor")]
@@ -201,3 +203,8 @@ struct McpDocDoctests;
 #[cfg(all(doctest, feature = "prometheus"))]
 #[doc = include_str!("../docs/status.md")]
 struct StatusDoctests;
+
+/// `docs/untrusted-input.md`'s code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/untrusted-input.md")]
+struct UntrustedInputDoctests;

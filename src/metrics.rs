@@ -79,8 +79,9 @@
 //! Tools past the registry's cap ([`RegistryBuilder::max_tools`](crate::RegistryBuilder::max_tools))
 //! are not tracked individually: they appear as one overflow series per instrument and
 //! outcome, with `otel.metric.overflow = true` and `gen_ai.tool.name = "_OTHER"`, never as new
-//! series. They have no breaker, so they appear only in `tool_health.calls` (success and
-//! failure, cancelled) and in the duration histogram.
+//! series. They share one overflow breaker: from the first overflow on, `tool_health.calls`
+//! reports its successes, failures, refusals and cancellations, and `tool_health.breaker.state`
+//! its state, in the `_OTHER` series; their durations go to the histogram's `_OTHER` series.
 //!
 //! Mind the SDK's own cardinality limit (2000 series per instrument by default): with all
 //! series reported, `tool_health.breaker.transitions` has four per tool, so more than about 500
@@ -180,6 +181,15 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                         obs.observe(i64::from(state == current), &attrs);
                     }
                 });
+            });
+            // The overflow breaker, once the cap was reached.
+            reg.overflow_view(|view| {
+                let current = view.state();
+                for state in BreakerState::ALL {
+                    let [a, b] = overflow_attrs();
+                    let attrs = [a, b, KeyValue::new(BREAKER_STATE, state.as_str())];
+                    obs.observe(i64::from(state == current), &attrs);
+                }
             });
         }))
         .build();
@@ -283,10 +293,11 @@ pub fn publish_metrics(registry: &Arc<ToolHealthRegistry>, meter: &Meter) {
                 });
                 names.prune(reg);
                 let overflow = reg.overflow();
-                if overflow.records > 0 {
+                if overflow.records > 0 || overflow.refused_count > 0 {
                     for (outcome, count) in [
                         (CallOutcome::Success, overflow.success_count),
                         (CallOutcome::Failure, overflow.failure_count),
+                        (CallOutcome::Refused, overflow.refused_count),
                         (CallOutcome::Cancelled, overflow.cancelled_count),
                     ] {
                         let [a, b] = overflow_attrs();

@@ -34,10 +34,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 // Hostile values through the registry's API.
 
 #[test]
-fn any_name_is_a_distinct_tool_compared_byte_wise() {
+fn any_name_up_to_the_limit_is_a_distinct_tool_compared_byte_wise() {
     let _serial = serial();
     let r = ToolHealthRegistry::new();
-    let long = "x".repeat(64 * 1024);
+    let long = "x".repeat(RegistryBuilder::DEFAULT_MAX_NAME_LEN);
     let names = [
         "",
         long.as_str(),
@@ -160,15 +160,26 @@ fn a_clock_at_its_end_keeps_working() {
 }
 
 #[test]
-fn a_zero_cap_tracks_nothing_and_allows_everything() {
+fn a_zero_cap_is_refused_and_a_cap_of_one_still_protects_every_name() {
     let _serial = serial();
-    let r = ToolHealthRegistry::builder().max_tools(0).build();
-    for _ in 0..10 {
+    let err = ToolHealthRegistry::builder()
+        .max_tools(0)
+        .try_build()
+        .unwrap_err();
+    assert_eq!(err.field(), "max_tools");
+    // At the bound: one tracked tool, and every other name behind the overflow breaker.
+    let r = ToolHealthRegistry::builder().max_tools(1).build();
+    r.record_success("first", Duration::ZERO);
+    for _ in 0..3 {
         r.record_failure("t", Duration::ZERO);
     }
-    assert!(r.allow_request("t"));
-    assert_eq!(r.tracked_tools(), 0);
-    assert_eq!(r.overflow().failure_count, 10);
+    assert!(!r.allow_request("t"), "the overflow breaker tripped");
+    assert_eq!(r.tracked_tools(), 1);
+    assert_eq!(r.overflow().failure_count, 3);
+    assert!(
+        r.allow_request("first"),
+        "the tracked tool keeps its own breaker"
+    );
 }
 
 // Adversarial floods and spans, through the layer.
@@ -235,8 +246,13 @@ fn huge_empty_and_control_names_through_the_layer() {
         }
     });
     assert!(
-        r.snapshot(&huge).is_some(),
-        "a 1 MiB name is a tool like any other"
+        r.snapshot(&huge).is_none(),
+        "a 1 MiB name is no tool's: refused, never tracked"
+    );
+    assert_eq!(
+        r.overflow().rejected_names,
+        2,
+        "the span's name and the gate's"
     );
     assert!(
         r.snapshot("").is_none(),
@@ -245,7 +261,7 @@ fn huge_empty_and_control_names_through_the_layer() {
     assert!(r.snapshot("\0\x1b[31m\n").is_some());
     assert_eq!(
         r.tracked_tools(),
-        4,
+        3,
         "names compare byte-wise: Search != search"
     );
 }

@@ -449,7 +449,7 @@ fn health_summary_lists_every_tool_sorted() {
 }
 
 #[test]
-fn cap_stops_tracking_new_names_and_counts_them() {
+fn past_the_cap_new_names_share_one_overflow_breaker() {
     let clock = ManualClock::new();
     let r = ToolHealthRegistry::builder()
         .clock(clock)
@@ -467,9 +467,21 @@ fn cap_stops_tracking_new_names_and_counts_them() {
     r.record_success("c", MS);
     assert_eq!(r.tracked_tools(), 2);
     assert!(r.snapshot("c").is_none());
-    assert!(r.allow_request("c"), "an untracked tool is always allowed");
+    // The overflow breaker (threshold 1) opened at c's first failure; the success while open
+    // is a stale one. Every new name past the cap meets it.
+    assert!(
+        !r.allow_request("c"),
+        "past the cap a name is still protected"
+    );
+    assert!(
+        !r.allow_request("d"),
+        "by the one overflow breaker all new names share"
+    );
+    assert!(!r.is_tool_available("e"));
+    assert_eq!(r.breaker_state("e"), BreakerState::Open);
     let o = r.overflow();
     assert_eq!((o.success_count, o.failure_count, o.records), (1, 3, 4));
+    assert_eq!((o.breaker, o.refused_count), (BreakerState::Open, 2));
     // Known tools keep working.
     r.record_failure("a", MS);
     assert_eq!(r.breaker_state("a"), BreakerState::Open);

@@ -70,7 +70,8 @@ fn cancelled_calls_never_feed_the_breaker() {
         "no duration: the call never finished"
     );
     // Past the cap, cancellations are counted in the overflow.
-    let capped = ToolHealthRegistry::builder().max_tools(0).build();
+    let capped = ToolHealthRegistry::builder().max_tools(1).build();
+    capped.record_success("first", Duration::ZERO);
     capped.record_report(
         "x",
         &tool_health::CallReport::new(CallOutcome::Cancelled, Duration::ZERO),

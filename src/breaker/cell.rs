@@ -27,7 +27,9 @@ use super::{BreakerState, Recorded, Transition, TransitionReason};
 #[derive(Debug)]
 pub(crate) struct Breaker {
     word: AtomicU64,
-    consecutive: AtomicU64,
+    /// Consecutive failures while Closed. 32 bits (the breaker is one cache line: the episode's
+    /// start and the tag fill the rest), saturating at `u32::MAX`.
+    consecutive: AtomicU32,
     /// How many times each edge of [`Transition::PAIRS`] was taken, saturating at `u32::MAX`
     /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
     /// took, and the budget per tool has no room for more).
@@ -37,22 +39,43 @@ pub(crate) struct Breaker {
     /// (a trip, a probe grant, a probe's verdict, a release, a reset), written after the CAS
     /// that made it. Records of calls reported after the fact (spans from another process,
     /// [`Breaker::episode_start`]) read it to tell a result of the current episode from one
-    /// that ended before it began. 32 bits sit in the padding after `transitions` (memory per
-    /// tool is a budget): read against now, they place the start within the last 49 days,
+    /// that ended before it began. 32 bits (memory per tool is a budget): read against now, they place the start within the last 49 days,
     /// and a span older than that is not reported. A lease expiry keeps the generation, so
     /// the episode it opens counts from the probe's grant. Never read on the gate's or the
     /// record's fast path.
     since: AtomicU32,
+    /// The generation of the word that began the current (or last) open episode — the word
+    /// that left Closed — so that a coordinator's close is bound to its episode (see
+    /// [`Event::RemoteClose`]). Written before the compare-and-swap that installs that word
+    /// (`Release`), read after loading the word (`Acquire`): every write of the word is a
+    /// read-modify-write, so a reader that sees the episode's word (or any later one) sees its
+    /// start, or a later attempt's — which can only make a close refuse, never wrongly close.
+    episode: AtomicU32,
     /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
     /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
-    /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
-    /// open episode; bits 0–55, when the breaker last closed after a probe, in ticks
+    /// fast path pays one relaxed load); bit 62, a coordinator watches the tool's successes (the
+    /// success fast path leaves for the one that tells it, on the same load); bits 56–61, the
+    /// backoff level of the current (or last) open episode (64 levels: a cooldown doubled 63
+    /// times is "never" long before); bits 0–55, when the breaker last closed after a probe, in
+    /// ticks
     /// ([`Ticks::NEVER`]: not yet).
     history: AtomicU64,
     policy: ArcSwap<ToolPolicy>,
     /// Failure-rate window, present while the policy is [`TripPolicy::FailureRate`].
     window: ArcSwapOption<RateWindow>,
+    /// Which breaker this is, for the permits it hands out (see [`Permit`]): written into every
+    /// Closed word (where an Open word holds its deadline), so that an ordinary admission's
+    /// permit is the closed word shifted, and a permit of another breaker never passes the
+    /// record's fast path. Fixed at creation: 32 bits, which
+    /// the word's 40-bit field holds zero-extended.
+    tag: u32,
 }
+
+// 72 bytes: the word, the 32-bit consecutive counter, five 32-bit tallies, three 32-bit marks
+// (the open episode's generation, the current episode's start, the tag), the history word, the
+// policy and the window. The gate's and the record's fast paths read the word and the history.
+#[cfg(not(all(test, tool_health_loom)))]
+const _: () = assert!(std::mem::size_of::<Breaker>() == 72);
 
 const HISTORY_WINDOW: u64 = 1 << 63;
 
@@ -61,29 +84,36 @@ const HISTORY_WINDOW: u64 = 1 << 63;
 fn since_word(at: Ticks) -> u32 {
     (at.get() as u32).max(1)
 }
+const HISTORY_WATCHED: u64 = 1 << 62;
+/// The bits that send a success on a Closed breaker off the fast path.
+const HISTORY_SLOW_SUCCESS: u64 = HISTORY_WINDOW | HISTORY_WATCHED;
 const HISTORY_LEVEL_SHIFT: u32 = 56;
-const HISTORY_LEVEL_MAX: u64 = 0x7F;
+const HISTORY_LEVEL_MAX: u64 = 0x3F;
 const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 
 impl Breaker {
     #[cfg(test)]
     pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
-        Self::starting_at(policy, 0)
+        Self::starting_at(policy, 0, 1)
     }
 
     /// A fresh breaker whose first (closed) episode has `generation`: an evicted tool's
     /// successor starts where the registry's evicted entries left off (see
     /// `ToolHealthRegistry::evict_idle`), so a permit of the evicted entry is never taken for
     /// one of the successor's later episodes.
-    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32) -> Self {
+    ///
+    /// `tag` identifies the breaker in its permits (below [`Ticks::NEVER`]).
+    pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32, tag: u32) -> Self {
         let b = Self {
-            word: AtomicU64::new(Word::closed(generation).encode()),
-            consecutive: AtomicU64::new(0),
+            word: AtomicU64::new(Word::closed(generation).tagged(u64::from(tag)).encode()),
+            consecutive: AtomicU32::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
+            episode: AtomicU32::new(generation),
             history: AtomicU64::new(Ticks::NEVER.get()),
             since: AtomicU32::new(0),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
+            tag,
         };
         b.set_policy(policy);
         b
@@ -111,6 +141,23 @@ impl Breaker {
     #[inline(always)]
     fn has_window(&self, order: Ordering) -> bool {
         self.history.load(order) & HISTORY_WINDOW != 0
+    }
+
+    /// Whether a coordinator watches this tool's successes (see [`Breaker::watch`]).
+    #[inline]
+    pub(crate) fn watched(&self) -> bool {
+        self.history.load(Ordering::Relaxed) & HISTORY_WATCHED != 0
+    }
+
+    /// Sends every success off the fast path (`on`), so that the record path can tell a
+    /// coordinator about it, or back onto it. Relaxed: a success racing the change may take
+    /// either path, as a success just before or after it would.
+    pub(crate) fn watch(&self, on: bool) {
+        if on {
+            self.history.fetch_or(HISTORY_WATCHED, Ordering::Relaxed);
+        } else {
+            self.history.fetch_and(!HISTORY_WATCHED, Ordering::Relaxed);
+        }
     }
 
     /// Replaces the bits of `mask` in the history word with `value` (which lies within `mask`).
@@ -151,7 +198,7 @@ impl Breaker {
     }
 
     pub(crate) fn consecutive_failures(&self) -> u64 {
-        self.consecutive.load(Ordering::SeqCst)
+        u64::from(self.consecutive.load(Ordering::SeqCst))
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
@@ -159,12 +206,24 @@ impl Breaker {
         std::array::from_fn(|i| u64::from(self.transitions[i].load(Ordering::Relaxed)))
     }
 
-    /// The generation of a Closed breaker, `None` when it is not Closed: the gate's fast path
-    /// (one load; [`Breaker::acquire`] decides everything else).
+    /// The generation of a Closed breaker, `None` when it is not Closed.
     #[inline]
     pub(crate) fn closed_generation(&self) -> Option<u32> {
         let w = self.load();
         (w.state == CLOSED).then_some(w.generation)
+    }
+
+    /// The permit of an ordinary admission while Closed, `None` when it is not Closed: the
+    /// gate's fast path (one load and one shift; [`Breaker::acquire`] decides everything else).
+    #[inline(always)]
+    pub(crate) fn closed_permit(&self) -> Option<Permit> {
+        Word::closed_key(self.word.load(Ordering::Acquire)).map(Permit::from_key)
+    }
+
+    /// The tag of the permits this breaker hands out.
+    #[inline]
+    pub(crate) fn tag(&self) -> u64 {
+        u64::from(self.tag)
     }
 
     /// The refusal fast path: an Open breaker whose cooldown has not elapsed refuses and
@@ -226,7 +285,7 @@ impl Breaker {
         let w = self.load();
         if w.state == CLOSED {
             return (
-                GateDecision::Allowed(Permit::admitted(w.generation)),
+                GateDecision::Allowed(Permit::admitted(w.generation).tagged(self.tag())),
                 Recorded::default(),
             );
         }
@@ -236,7 +295,7 @@ impl Breaker {
         let decision = decision.unwrap_or(GateDecision::Refused {
             retry_after: Duration::MAX,
         });
-        (decision, recorded)
+        (decision.tagged(self.tag()), recorded)
     }
 
     /// What [`Breaker::acquire`] would answer at `now`, without changing anything.
@@ -249,7 +308,7 @@ impl Breaker {
     pub(crate) fn peek(&self, now: impl FnOnce() -> Now) -> GateDecision {
         let w = self.load();
         if w.state == CLOSED {
-            return GateDecision::Allowed(Permit::admitted(w.generation));
+            return GateDecision::Allowed(Permit::admitted(w.generation).tagged(self.tag()));
         }
         let t = self.timing(&self.policy.load());
         step(w, Event::Acquire, now(), &t)
@@ -257,6 +316,7 @@ impl Breaker {
             .unwrap_or(GateDecision::Refused {
                 retry_after: Duration::MAX,
             })
+            .tagged(self.tag())
     }
 
     /// Records a success for the breaker (`generation`: the permit's, when there is one).
@@ -266,7 +326,8 @@ impl Breaker {
         generation: Option<u32>,
         now: impl FnOnce() -> Now,
     ) -> Recorded {
-        if self.success_if_closed(generation) {
+        let permit = generation.map(|g| Permit::admitted(g).tagged(self.tag()));
+        if self.success_if_closed(permit) {
             return Recorded::default();
         }
         let w = self.load();
@@ -298,16 +359,19 @@ impl Breaker {
     }
 
     /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
-    /// a Closed breaker (of the permit's generation, if any) with no failure-rate window only
-    /// resets the counter, and this does it and answers `true`. `false`: any other case, for
-    /// [`Breaker::on_success`] to decide (it re-reads the word).
+    /// a Closed breaker (through a permit of this breaker and of its generation, if any) with
+    /// no failure-rate window and no coordinator watching only resets the counter, and this does
+    /// it and answers `true`. `false`: any other case, for [`Breaker::on_success`] to decide (it
+    /// re-reads the word). Through a permit, state, generation and tag are compared with the word
+    /// in one comparison (the permit's [`closed_word`](Permit::closed_word)).
     #[inline(always)]
-    pub(crate) fn success_if_closed(&self, generation: Option<u32>) -> bool {
-        let w = self.load();
-        if w.state == CLOSED
-            && generation.is_none_or(|g| g == w.generation)
-            && !self.has_window(Ordering::Relaxed)
-        {
+    pub(crate) fn success_if_closed(&self, permit: Option<Permit>) -> bool {
+        let raw = self.word.load(Ordering::Acquire);
+        let closed = match permit {
+            None => Word::closed_key(raw).is_some(),
+            Some(p) => raw == p.closed_word(),
+        };
+        if closed && self.history.load(Ordering::Relaxed) & HISTORY_SLOW_SUCCESS == 0 {
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
             }
@@ -344,10 +408,12 @@ impl Breaker {
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
         // SeqCst: the registry's eviction handshake reads this counter to decide that a tool is
         // fresh (see `ToolHealthRegistry::touch`).
-        let count = self
-            .consecutive
-            .fetch_add(1, Ordering::SeqCst)
-            .saturating_add(1);
+        let before = self.consecutive.fetch_add(1, Ordering::SeqCst);
+        if before == u32::MAX {
+            // Saturate rather than wrap (only reachable with tripping off: threshold 0).
+            self.consecutive.store(u32::MAX, Ordering::SeqCst);
+        }
+        let count = u64::from(before) + 1;
         let p = self.policy.load();
         let rate = match (p.trip, &*self.window.load()) {
             (
@@ -476,7 +542,11 @@ impl Breaker {
         self.apply(
             self.load(),
             now,
-            |_| (Event::RemoteClose { since }, t),
+            // After the word was loaded (see `episode`).
+            |_| {
+                let episode = self.episode.load(Ordering::Acquire);
+                (Event::RemoteClose { since, episode }, t)
+            },
             |s, _| {
                 if s.transition.is_some() {
                     self.set_history(HISTORY_CLOSED_MASK, now.at.get());
@@ -517,13 +587,13 @@ impl Breaker {
     pub(crate) fn reset(&self, now: Ticks) {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
-            let fresh = Word::closed(next_gen(Word::decode(cur).generation));
-            match self.word.compare_exchange_weak(
-                cur,
-                fresh.encode(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            let fresh = Word::closed(next_gen(Word::decode(cur).generation))
+                .tagged(self.tag())
+                .encode();
+            match self
+                .word
+                .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {
                     self.began(now);
                     break;
@@ -554,7 +624,13 @@ impl Breaker {
     ) -> (Option<GateDecision>, Recorded) {
         loop {
             let (ev, t) = make(w);
-            let s = step(w, ev, now, &t);
+            let mut s = step(w, ev, now, &t);
+            // A Closed word carries the breaker's tag (see `tag`); the pure step knows nothing of it.
+            s.next = s.next.tagged(self.tag());
+            if w.state == CLOSED && s.next.state != CLOSED {
+                // An open episode begins: its start, before its word (see `episode`).
+                self.episode.store(s.next.generation, Ordering::Release);
+            }
             let installed = s.next == w
                 || self
                     .word
@@ -584,6 +660,7 @@ impl Breaker {
             let recorded = Recorded {
                 expired,
                 transition: s.transition,
+                ..Recorded::default()
             };
             for t in recorded.transitions() {
                 // Saturating: a tally must never wrap (an exported counter never goes down).

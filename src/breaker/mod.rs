@@ -60,6 +60,8 @@ mod word;
 
 use std::fmt;
 
+use crate::call::NotRecorded;
+
 pub(crate) use cell::Breaker;
 pub(crate) use step::Effective;
 pub(crate) use word::Word;
@@ -182,17 +184,39 @@ impl Transition {
 }
 
 /// What one result (or gate call) did to a breaker: at most a lease expiry it noticed and one
-/// transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// transition — or, when the result was refused, why ([`not_recorded`](Self::not_recorded)).
+// Layout and `Default` are chosen for the record's fast path, which answers "nothing
+// happened" for every success on a Closed breaker: eight bytes in the fields' order (two
+// 3-byte transitions, the 2-byte reason), and `default()` one constant of the whole struct
+// (`EMPTY`), not three field stores — the optimiser then keeps the answer in one register, and
+// the fast path costs what it cost before `not_recorded` existed (`BENCHMARKS.md`, issue 25;
+// a field-wise default, or a 7-byte layout, cost it 5 to 7 instructions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(C)]
 pub struct Recorded {
     /// A probe lease that had expired before this result, written by it (half_open → open).
     pub expired: Option<Transition>,
     /// The transition this result caused.
     pub transition: Option<Transition>,
+    /// Why the result was not recorded (nothing counted, no breaker moved); `None` when it was.
+    pub not_recorded: Option<NotRecorded>,
+}
+
+impl Default for Recorded {
+    #[inline(always)]
+    fn default() -> Self {
+        Self::EMPTY
+    }
 }
 
 impl Recorded {
+    const EMPTY: Recorded = Recorded {
+        expired: None,
+        transition: None,
+        not_recorded: None,
+    };
+
     /// Every transition, in order.
     pub fn transitions(&self) -> impl Iterator<Item = Transition> + '_ {
         self.expired.iter().chain(self.transition.iter()).copied()
@@ -202,5 +226,19 @@ impl Recorded {
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.expired.is_none() && self.transition.is_none()
+    }
+
+    /// Whether the result was taken (counted in the tool's stats); `false` when it was refused
+    /// ([`not_recorded`](Self::not_recorded) says why).
+    pub fn is_recorded(&self) -> bool {
+        self.not_recorded.is_none()
+    }
+
+    /// A result refused for `why`.
+    pub(crate) fn refused(why: NotRecorded) -> Self {
+        Self {
+            not_recorded: Some(why),
+            ..Self::default()
+        }
     }
 }

@@ -11,7 +11,8 @@
 //!            so whether anyone has yet written the expiry into the word changes nothing.
 //! deadline   Open: the instant the next probe may be granted (last failure + cooldown).
 //!            HalfOpen: the instant the probe lease expires. All ones = never.
-//!            Closed: 0.
+//!            Closed: the breaker's tag (which breaker this is: see `Permit`), so that the
+//!            word shifted right by the state bits is the key of the permits it hands out.
 //! ```
 //!
 //! The deadline is a [`Ticks`] instant: 40 bits of milliseconds cover about 34 years of clock
@@ -28,6 +29,10 @@ pub(crate) const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 
 // The deadline field is exactly as wide as a tick count.
 const _: () = assert!(TIME_SHIFT + TICK_BITS == 64);
+// A permit's key is the word without its state bits: generation, then deadline (a Closed
+// word's tag).
+const _: () = assert!(GEN_BITS == crate::call::PERMIT_GENERATION_BITS);
+const _: () = assert!(TICK_BITS == crate::call::PERMIT_TAG_BITS);
 
 pub(crate) const CLOSED: u64 = 0;
 pub(crate) const OPEN: u64 = 1;
@@ -70,6 +75,27 @@ impl Word {
             generation: generation & GEN_MASK,
             deadline: Ticks::ZERO,
         }
+    }
+
+    /// The word with the breaker's `tag` in a Closed word's deadline field (any other word is
+    /// returned as it is).
+    #[inline]
+    pub(crate) fn tagged(self, tag: u64) -> Self {
+        if self.state == CLOSED {
+            Self {
+                deadline: Ticks::new(tag),
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// The key of an ordinary admission's permit (generation and tag) from a raw Closed word;
+    /// `None` for any other state.
+    #[inline(always)]
+    pub(crate) fn closed_key(raw: u64) -> Option<u64> {
+        (raw & STATE_MASK == CLOSED).then_some(raw >> STATE_BITS)
     }
 
     pub(crate) fn open(generation: u32, ready_at: Ticks) -> Self {
@@ -115,5 +141,29 @@ mod tests {
             assert_eq!(Word::decode(w.encode()), w);
         }
         assert_eq!(next_gen(GEN_MASK), 0, "generations wrap inside their field");
+    }
+}
+
+#[cfg(test)]
+mod tag_tests {
+    use super::*;
+    use crate::call::Permit;
+
+    #[test]
+    fn a_closed_word_carries_its_tag_and_shifts_to_its_permits_key() {
+        let w = Word::closed(5).tagged(0xDEAD_BEEF);
+        assert_eq!(Word::decode(w.encode()), w);
+        let key = Word::closed_key(w.encode()).unwrap();
+        let permit = Permit::admitted(5).tagged(0xDEAD_BEEF);
+        assert_eq!(key, permit.key());
+        assert_eq!(permit.closed_word(), w.encode());
+        // Other states keep their deadline, and have no key.
+        let o = Word::open(5, Ticks::new(1234));
+        assert_eq!(o.tagged(77), o);
+        assert_eq!(Word::closed_key(o.encode()), None);
+        assert_eq!(
+            Word::closed_key(Word::half_open(5, Ticks::new(9)).encode()),
+            None
+        );
     }
 }

@@ -35,6 +35,51 @@ pub(crate) struct SpanFields {
     pub(crate) http_status: Option<u64>,
     /// Seconds.
     pub(crate) retry_after: Option<f64>,
+    /// The length (saturated) of a name value refused for being longer than the registry
+    /// takes, 0 for none: the span then has no name from that source (it is no tool span), and
+    /// nothing is copied. Four bytes, in the padding the one-byte fields leave: a span's fields
+    /// are moved by value, and a wider struct costs every tool span.
+    pub(crate) rejected_name: u32,
+}
+
+/// The most of a `Debug` value's text a feed formats for a field it reads (a name, an error
+/// type): beyond it the text is cut (and a name refused), so a hostile value costs no more
+/// than this to read.
+pub(crate) const DEBUG_TEXT_LIMIT: usize = 1024;
+
+/// A `fmt::Write` that keeps at most `limit` bytes (cut at a character boundary) and stops
+/// the formatting there.
+struct Bounded {
+    text: String,
+    limit: usize,
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.limit - self.text.len();
+        if s.len() <= room {
+            self.text.push_str(s);
+            return Ok(());
+        }
+        let mut end = room;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.push_str(&s[..end]);
+        Err(fmt::Error) // stop formatting: the rest is not wanted
+    }
+}
+
+/// A `Debug` value's text, at most the larger of [`DEBUG_TEXT_LIMIT`] and the name limit plus
+/// four: a text cut there (at a character boundary, up to three bytes short) is still longer
+/// than a name may be, so a name cut short is refused, never taken truncated.
+pub(crate) fn debug_text(value: &dyn fmt::Debug, max_name_len: usize) -> String {
+    let mut out = Bounded {
+        text: String::new(),
+        limit: max_name_len.saturating_add(4).max(DEBUG_TEXT_LIMIT),
+    };
+    let _ = fmt::write(&mut out, format_args!("{value:?}"));
+    out.text
 }
 
 /// A span's status: recorded as `otel.status_code`, or the OpenTelemetry span's own.
@@ -65,12 +110,20 @@ impl SpanFields {
             && self.status.is_none()
             && self.http_status.is_none()
             && self.retry_after.is_none()
+            && self.rejected_name == 0
     }
 
     /// Reads `field` = `value` (text) the way `convention` says (inlined into the visitor's
-    /// `record_str`: the layer's hot path, as before the feeds shared it).
+    /// `record_str`: the layer's hot path, as before the feeds shared it). A name longer than
+    /// `max_name_len` bytes is refused, never copied ([`rejected_name`](Self::rejected_name)).
     #[inline(always)]
-    pub(crate) fn read(&mut self, convention: &Compiled, field: &str, value: &str) {
+    pub(crate) fn read(
+        &mut self,
+        convention: &Compiled,
+        field: &str,
+        value: &str,
+        max_name_len: usize,
+    ) {
         for (field_name, meaning) in convention.fields.iter() {
             if field_name != field {
                 continue;
@@ -85,7 +138,13 @@ impl SpanFields {
                         None => value,
                     };
                     if self.name.as_ref().is_none_or(|(r, _)| rank <= r) {
-                        self.name = Some((*rank, value.to_owned()));
+                        if value.len() > max_name_len {
+                            // No tool's name: refused, not copied (an empty name is no name).
+                            self.name = Some((*rank, String::new()));
+                            self.rejected_name = u32::try_from(value.len()).unwrap_or(u32::MAX);
+                        } else {
+                            self.name = Some((*rank, value.to_owned()));
+                        }
                     }
                 }
                 Meaning::Kind { bit, expected } => {
@@ -128,13 +187,14 @@ impl SpanFields {
     }
 
     /// Reads a numeric `field`: the HTTP status or the retry hint take it as a number, every
-    /// other field as its text (`text`, formatted only then).
+    /// other field as its text (`text`, formatted only then, bounded).
     pub(crate) fn read_number(
         &mut self,
         convention: &Compiled,
         field: &str,
         value: f64,
         text: &dyn fmt::Debug,
+        max_name_len: usize,
     ) {
         let mut as_text = false;
         for (field_name, meaning) in convention.fields.iter() {
@@ -152,7 +212,8 @@ impl SpanFields {
             }
         }
         if as_text {
-            self.read(convention, field, &format!("{text:?}"));
+            let text = debug_text(text, max_name_len);
+            self.read(convention, field, &text, max_name_len);
         }
     }
 
@@ -525,6 +586,12 @@ impl Observed {
         if self.retry_after.is_none() {
             self.retry_after = inner.retry_after;
         }
+        if self.call_outcome.is_none() {
+            // The framework's own verdict (`skipped`, `denied`) on the inner span holds for
+            // the call.
+            self.call_outcome = inner.call_outcome.take();
+        }
+        self.failure_field |= inner.failure_field;
         self.status_error |= inner.status_error;
         self.error_event |= inner.error_event;
         self.panicked |= inner.panicked;

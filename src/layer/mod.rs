@@ -231,7 +231,7 @@
 //! | `visitor.rs` | reading field values of spans and events into the inference's neutral shape |
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
 //! | `bind.rs` | the span-aware gate: each thread's entered tool spans, binding decisions to them |
-//! | `settle.rs` | the call helper's side: joining a tool span, settling its outcome |
+//! | `settle.rs` | the call helper's side: joining a tool span, recording each of its runs in it |
 //! | `close.rs` | a closed tool span → a record in the registry |
 //! | `late.rs` | calls whose verdict comes after their span: waiting for the framework's next move |
 //! | `otel.rs` | annotations on the OpenTelemetry span |
@@ -379,7 +379,12 @@ impl LayerCore {
         values(&mut SpanVisitor {
             convention,
             out: &mut fields,
+            max_name_len: self.registry.max_name_len(),
         });
+        if fields.rejected_name != 0 {
+            // Counted (and the first logged) by the registry, with no lock of ours held.
+            self.registry.reject_name(fields.rejected_name as usize);
+        }
         fields
     }
 

@@ -26,8 +26,8 @@ use super::server::{server_registry, ProbeGuard, ServerBreaker, ServerGate, Serv
 use super::span::{self, Transport};
 use super::tools::{self, Event, HiddenBy, HiddenTool, ToolList, ToolsChanged, ToolsSubscription};
 use super::{
-    refusal_of, shown, DEFAULT_PING_TIMEOUT, DEFAULT_TIMEOUT, INVALID_ARGUMENTS_MESSAGE,
-    KEY_SEPARATOR,
+    invalid_tool_name, refusal_of, shown, DEFAULT_PING_TIMEOUT, DEFAULT_TIMEOUT,
+    INVALID_ARGUMENTS_MESSAGE, KEY_SEPARATOR,
 };
 
 /// The longest server name kept (in bytes, at a character boundary).
@@ -57,6 +57,8 @@ pub struct ToolHealthClient {
 struct Shared {
     schemas: Schemas,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<Event>>>,
+    /// The list was too long to declare, and that was said (once per client).
+    declare_warned: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for ToolHealthClient {
@@ -229,12 +231,23 @@ impl ToolHealthClient {
     ///
     /// A refusal (the server's breaker, the tool's) and arguments the check refused are `Ok`
     /// results with `isError: true` ([`is_refusal`](super::is_refusal),
-    /// [`is_invalid_arguments`](super::is_invalid_arguments)). Errors are rmcp's, with
-    /// `ServiceError::Timeout` when the timeout ran out.
+    /// [`is_invalid_arguments`](super::is_invalid_arguments)). So is a tool name whose registry
+    /// key is longer than the registry's
+    /// [`max_name_len`](crate::ToolHealthRegistry::max_name_len): the model's invalid argument
+    /// ([`invalid_tool_name`](super::invalid_tool_name)), the server never called, nothing
+    /// recorded, the name not copied. Errors are rmcp's, with `ServiceError::Timeout` when the
+    /// timeout ran out.
     pub async fn call_tool(
         &self,
         params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
+        // Checked before the key, the span or any gate: a name no tool can have is the
+        // model's invalid argument, never copied, never recorded, never sent.
+        let key_len = self.server.name.len() + KEY_SEPARATOR.len_utf8() + params.name.len();
+        if key_len > self.registry.max_name_len() {
+            self.registry.reject_name(key_len);
+            return Ok(invalid_tool_name(key_len, self.registry.max_name_len()));
+        }
         let tool: String = params.name.to_string();
         let mut permit = match self.server_gate().await {
             Ok(permit) => permit,
@@ -288,7 +301,37 @@ impl ToolHealthClient {
         self.server
             .record(permit, outcome, self.registry.now().saturating_sub(started));
         self.shared.schemas.update(&tools, true);
+        self.declare_listed(&tools);
         Ok(())
+    }
+
+    /// Declares the registry keys of the tools the server listed (issue 25): a declared tool
+    /// always keeps its own breaker, whatever names the model invents. Names too long for the
+    /// registry are left out; a list longer than the registry's cap is declared as far as it
+    /// fits nothing (the call is all or nothing) and said once, with the fix.
+    fn declare_listed(&self, tools: &[rmcp::model::Tool]) {
+        let keys: Vec<String> = tools
+            .iter()
+            .map(|t| self.key(&t.name).into_owned())
+            .filter(|k| self.registry.validate_name(k).is_ok())
+            .collect();
+        if let Err(e) = self.registry.declare_tools(&keys) {
+            if !self
+                .shared
+                .declare_warned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    target: crate::observe::LOG_TARGET,
+                    server = %self.server.name.escape_debug(),
+                    "MCP server `{}` lists {} tools, more than the registry can declare ({e}): \
+                     its tools are tracked as they are called, and past the cap share the \
+                     overflow breaker; raise RegistryBuilder::max_tools (said once)",
+                    self.server.name.escape_debug(),
+                    keys.len()
+                );
+            }
+        }
     }
 
     /// The argument check, the tool's gate, the call and the records, once the server's gate
@@ -332,6 +375,7 @@ impl ToolHealthClient {
             Err(CallError::TimedOut { after, .. }) => Err(ServiceError::Timeout { timeout: after }),
             Err(CallError::Tool(Answer::Result(result, _))) => Ok(*result),
             Err(CallError::Tool(Answer::Service(error, _))) => Err(*error),
+            Err(CallError::InvalidName(e)) => Ok(invalid_tool_name(e.len(), e.max())),
         }
     }
 
@@ -491,6 +535,7 @@ impl ToolHealthClient {
             _ => return Err(ServiceError::UnexpectedResponse),
         };
         self.shared.schemas.update(&result.tools, first_page);
+        self.declare_listed(&result.tools);
         let now = self.registry.now();
         let mut hidden = Vec::new();
         result.tools.retain(|tool| {

@@ -144,10 +144,19 @@ pub fn refusal() -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(REFUSAL_MESSAGE)])
 }
 
+/// The soft result of a call whose tool name is longer than the registry takes (`len` bytes,
+/// its key with the server's prefix; at most `max`): `isError: true` with an invalid-argument
+/// text, never [`REFUSAL_MESSAGE`] — the model is told to correct the name, not to wait.
+pub fn invalid_tool_name(len: usize, max: usize) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "invalid tool name: {len} bytes, longer than the {max} allowed"
+    ))])
+}
+
 /// A refusal whose text says what is refused and when to retry.
 pub(crate) fn refusal_of(what: &str, retry_after: Duration) -> CallToolResult {
     let when = if retry_after == Duration::MAX {
-        "retry later".to_owned()
+        "until released".to_owned()
     } else {
         format!("retry in {:.1} s", retry_after.as_secs_f64())
     };

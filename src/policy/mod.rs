@@ -42,6 +42,7 @@
 //! );
 //! ```
 
+mod validate;
 mod window;
 
 use std::fmt;
@@ -50,6 +51,7 @@ use std::time::Duration;
 
 use crate::ticks::Ticks;
 
+pub use validate::SettingError;
 pub(crate) use window::RateWindow;
 pub use window::WINDOW_BUCKETS;
 
@@ -69,6 +71,11 @@ pub use window::WINDOW_BUCKETS;
 ///
 /// Durations have millisecond resolution (rounded up); a duration too long to represent
 /// (beyond about 34 years, `Duration::MAX` included) means "never".
+///
+/// Every value of every field is valid: each has a documented meaning (a threshold of 0
+/// disables tripping, a recovery of 0 probes at once, a lease of 0 disables the lease, a
+/// duration beyond the representable range means never), so a config is never refused. The
+/// rest of a [`ToolPolicy`] has ranges ([`ToolPolicy::validate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CircuitBreakerConfig {
     /// Consecutive failures that trip a closed breaker. `0` disables tripping.
@@ -98,15 +105,17 @@ pub enum TripPolicy {
     /// Trip after `failure_threshold` consecutive failures (the default).
     #[default]
     ConsecutiveFailures,
-    /// Trip when the failure ratio over the sliding `window` is at least `ratio` (0.0–1.0) with
-    /// at least `min_calls` calls in the window. `failure_threshold` is then not used for
-    /// tripping (the consecutive counter still counts).
+    /// Trip when the failure ratio over the sliding `window` is at least `ratio` with at least
+    /// `min_calls` calls in the window. `failure_threshold` is then not used for tripping (the
+    /// consecutive counter still counts).
     FailureRate {
-        /// Failure ratio that trips, inclusive.
+        /// Failure ratio that trips, inclusive: finite, `0 < ratio ≤ 1` (anything else is
+        /// refused: see [`ToolPolicy::validate`]).
         ratio: f64,
-        /// Fewest calls in the window before the ratio is trusted.
+        /// Fewest calls in the window before the ratio is trusted (`0` and `1` both mean: from
+        /// the first call).
         min_calls: u64,
-        /// Length of the sliding window.
+        /// Length of the sliding window: above zero (shorter than 8 ms counts as 8 ms).
         window: Duration,
     },
 }
@@ -120,14 +129,16 @@ pub trait JitterSource: Send + Sync + fmt::Debug + 'static {
 /// Exponential backoff of the open duration.
 #[derive(Debug, Clone)]
 pub struct Backoff {
-    /// Factor applied per level (default 2).
+    /// Factor applied per level (default 2): at least 1 (1: no growth).
     pub multiplier: u32,
-    /// Cap on the open duration, jitter excluded (default 10 minutes).
+    /// Cap on the open duration, jitter excluded (default 10 minutes). A cap below the
+    /// breaker's `recovery_duration` leaves the recovery as it is (no growth).
     pub max_recovery: Duration,
     /// A trip that comes later than this after the breaker last closed starts again at level 0
     /// (default 5 minutes).
     pub stable_after: Duration,
-    /// Upper bound of the jitter added to each opening (default none).
+    /// Upper bound of the jitter added to each opening (default none): zero unless
+    /// [`jitter`](Self::jitter) is set.
     pub max_jitter: Duration,
     /// Where jitter comes from; `None` adds none.
     pub jitter: Option<Arc<dyn JitterSource>>,
@@ -160,13 +171,17 @@ impl PartialEq for Backoff {
 }
 
 /// Everything that decides how one tool's breaker behaves.
+///
+/// Fields have ranges ([`ToolPolicy::validate`] checks them; the registry's setters refuse a
+/// policy outside them).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolPolicy {
     /// Threshold, recovery and probe lease.
     pub breaker: CircuitBreakerConfig,
     /// What trips the breaker.
     pub trip: TripPolicy,
-    /// Calls slower than this count as failures for the breaker (not for the stats).
+    /// Calls slower than this count as failures for the breaker (not for the stats): `None`, or
+    /// a duration above zero.
     pub slow_call: Option<Duration>,
     /// Exponential backoff of the open duration; `None`: always `recovery_duration`.
     pub backoff: Option<Backoff>,

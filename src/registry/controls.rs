@@ -1,5 +1,11 @@
 //! Operator controls by name: force open, force closed, shadow mode, reset (see
 //! [`ToolControl`]).
+//!
+//! A control on a tool with no entry creates it, and past the cap *declares* it (see
+//! [`ToolHealthRegistry::declare_tools`]): an operator's word is the application's, so it never
+//! fails because invented names filled the cap. It fails (returns `false`) only for a name
+//! longer than [`max_name_len`](ToolHealthRegistry::max_name_len), or past the cap when
+//! [`max_tools`](ToolHealthRegistry::max_tools) tools are declared already.
 
 use std::time::Duration;
 
@@ -10,9 +16,9 @@ use super::ToolHealthRegistry;
 
 impl ToolHealthRegistry {
     /// Isolates the tool: every call is refused until [`release_control`](Self::release_control).
-    /// Returns `false` when the tool cannot be tracked (past the cap).
+    /// Returns `false` when the tool cannot be tracked (see the module docs).
     pub fn force_open(&self, tool: &str) -> bool {
-        self.with_entry_or_insert(tool, |e| {
+        self.with_entry_or_declare(tool, |e| {
             e.control
                 .set_mode(ToolControl::ForcedOpen { until: None }, Ticks::NEVER)
         })
@@ -21,18 +27,26 @@ impl ToolHealthRegistry {
 
     #[doc(hidden)] // `force_open_for` is the documented way; kept for code written against it
     /// Isolates the tool until `until` on the registry's clock (see [`now`](Self::now)),
-    /// rounded up to the millisecond: the isolation never lapses early.
+    /// rounded up to the millisecond: the isolation never lapses early. An instant beyond what
+    /// the registry's clock can represent (about 34.8 years from its start) isolates it until
+    /// released, as [`force_open`](Self::force_open) does.
     pub fn force_open_until(&self, tool: &str, until: Duration) -> bool {
-        self.with_entry_or_insert(tool, |e| {
-            e.control.set_mode(
+        let (mode, end) = if Ticks::span(until).is_never() {
+            (ToolControl::ForcedOpen { until: None }, Ticks::NEVER)
+        } else {
+            (
                 ToolControl::ForcedOpen { until: Some(until) },
                 Ticks::at_ceil(until),
             )
-        })
-        .is_some()
+        };
+        self.with_entry_or_declare(tool, |e| e.control.set_mode(mode, end))
+            .is_some()
     }
 
-    /// Isolates the tool for `duration` from now.
+    /// Isolates the tool for `duration` from now. A duration that ends beyond what the
+    /// registry's clock can represent (`Duration::MAX` included) isolates it until released:
+    /// its refusals carry `retry_after = Duration::MAX` and the call helper tells the model
+    /// "until released", never a retry in a billion seconds.
     pub fn force_open_for(&self, tool: &str, duration: Duration) -> bool {
         let until = self.clock.now().saturating_add(duration);
         self.force_open_until(tool, until)
@@ -44,7 +58,7 @@ impl ToolHealthRegistry {
     /// goes to the stats only. So the breaker's state and the metrics show what it would do,
     /// and when the control is released the breaker is where enforcement would have left it.
     pub fn force_closed(&self, tool: &str) -> bool {
-        self.with_entry_or_insert(tool, |e| {
+        self.with_entry_or_declare(tool, |e| {
             e.control.set_mode(ToolControl::ForcedClosed, Ticks::ZERO)
         })
         .is_some()
@@ -63,7 +77,7 @@ impl ToolHealthRegistry {
             self.with_entry(tool, |e| e.control.set_shadow(false));
             return true;
         }
-        self.with_entry_or_insert(tool, |e| e.control.set_shadow(true))
+        self.with_entry_or_declare(tool, |e| e.control.set_shadow(true))
             .is_some()
     }
 

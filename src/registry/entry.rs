@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::breaker::{Breaker, BreakerState, Effective};
-use crate::call::{GateDecision, Permit};
+use crate::call::{CallReport, GateDecision};
 use crate::control::Control;
 use crate::policy::ToolPolicy;
 use crate::stats::{StatsSnapshot, ToolStats};
@@ -18,6 +18,8 @@ use super::index::Named;
 
 /// `Entry::seen` of an entry the evictor has claimed: no record may land in it any more.
 pub(super) const RETIRED: u64 = u64::MAX;
+/// `Entry::seen` of a declared tool: never old enough to evict, and no touch changes it.
+pub(super) const PINNED: u64 = u64::MAX - 1;
 
 /// Everything the registry keeps for one tool.
 #[derive(Debug)]
@@ -26,7 +28,8 @@ pub(crate) struct Entry {
     pub(crate) stats: ToolStats,
     pub(crate) breaker: Breaker,
     pub(crate) control: Control,
-    /// The sweep epoch in which the entry was last recorded; [`RETIRED`] once evicted.
+    /// The sweep epoch in which the entry was last recorded; [`RETIRED`] once evicted;
+    /// [`PINNED`] for a declared tool (the application's: never evicted).
     pub(super) seen: SeenAtomic,
     /// Slow-call threshold in nanoseconds (`u64::MAX`: off), mirrored from the policy so the
     /// record path reads one atomic instead of the policy.
@@ -42,15 +45,45 @@ impl Named for Entry {
 
 impl Entry {
     /// A fresh entry under `policy`, marked seen in sweep epoch `epoch`, its breaker's first
-    /// episode numbered `generation` (see `ToolHealthRegistry::generation_floor`).
-    pub(super) fn new(name: &str, policy: Arc<ToolPolicy>, epoch: u64, generation: u32) -> Self {
+    /// episode numbered `generation` (see `ToolHealthRegistry::generation_floor`), its permits
+    /// tagged `tag` (see `ToolHealthRegistry::tag_of`), its counters those of the tool's entry
+    /// number `incarnation`.
+    pub(super) fn new(
+        name: &str,
+        policy: Arc<ToolPolicy>,
+        epoch: u64,
+        generation: u32,
+        tag: u32,
+        incarnation: u32,
+    ) -> Self {
         Entry {
             name: name.into(),
-            stats: ToolStats::default(),
+            stats: ToolStats::counting(incarnation),
             slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
-            breaker: Breaker::starting_at(policy, generation),
+            breaker: Breaker::starting_at(policy, generation, tag),
             control: Control::default(),
             seen: SeenAtomic::new(epoch),
+        }
+    }
+
+    /// Whether the application declared the tool.
+    #[inline]
+    pub(super) fn is_declared(&self) -> bool {
+        self.seen.load(Ordering::Relaxed) == PINNED
+    }
+
+    /// Declares the tool (under the registry's insert lock): pinned, unless the evictor
+    /// retired it already (the caller then finds the entry gone from the index).
+    pub(super) fn declare(&self) {
+        let mut seen = self.seen.load(Ordering::SeqCst);
+        while seen != RETIRED && seen != PINNED {
+            match self
+                .seen
+                .compare_exchange_weak(seen, PINNED, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return,
+                Err(actual) => seen = actual,
+            }
         }
     }
 
@@ -67,9 +100,13 @@ impl Entry {
         if self.control.raw() != 0 {
             return None;
         }
-        self.breaker
-            .closed_generation()
-            .map(|generation| GateDecision::Allowed(Permit::admitted(generation)))
+        self.breaker.closed_permit().map(GateDecision::Allowed)
+    }
+
+    /// Whether `report`'s permit (if any) was handed out by another breaker than this entry's.
+    #[inline(always)]
+    pub(super) fn is_foreign(&self, report: &CallReport<'_>) -> bool {
+        report.permit.is_some_and(|p| p.tag() != self.breaker.tag())
     }
 
     /// Marks the entry seen in sweep epoch `epoch`, after a record's work; `false` if the
@@ -79,8 +116,8 @@ impl Entry {
     pub(super) fn touch_epoch(&self, epoch: u64) -> bool {
         let mut seen = self.seen.load(Ordering::SeqCst);
         while seen != epoch {
-            if seen == RETIRED {
-                return false;
+            if seen >= PINNED {
+                return seen == PINNED; // declared: never evicted, nothing to mark
             }
             match self
                 .seen

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use crate::policy::SettingError;
 use crate::ticks::Ticks;
 
 use super::entry::Entry;
@@ -20,6 +21,28 @@ impl ToolHealthRegistry {
     /// after this returns.
     #[inline]
     pub(super) fn with_entry_or_insert<R>(&self, tool: &str, f: impl Fn(&Entry) -> R) -> Option<R> {
+        self.with_entry_or_insert_as(tool, false, f)
+    }
+
+    /// [`with_entry_or_insert`](Self::with_entry_or_insert) for an operator control: a tool
+    /// with no entry gets one, and past the cap it is declared (see
+    /// [`declare_tools`](Self::declare_tools)), so a control never fails for want of a slot
+    /// while declarations are left. `None` for a name longer than `max_name_len`, or past the
+    /// cap when every slot is declared.
+    pub(super) fn with_entry_or_declare<R>(
+        &self,
+        tool: &str,
+        f: impl Fn(&Entry) -> R,
+    ) -> Option<R> {
+        self.with_entry_or_insert_as(tool, true, f)
+    }
+
+    fn with_entry_or_insert_as<R>(
+        &self,
+        tool: &str,
+        declare: bool,
+        f: impl Fn(&Entry) -> R,
+    ) -> Option<R> {
         if let Some(Some(r)) = self.names.with(tool, |e| {
             let r = f(e);
             self.touch(e).then_some(r)
@@ -29,12 +52,85 @@ impl ToolHealthRegistry {
         // First sight, or the entry was evicted under us: a new entry can be evicted between
         // its insertion and the work too, so the same work-then-touch applies.
         loop {
-            let e = self.insert_slow(tool)?;
+            let e = match self.insert_slow(tool, false) {
+                Some(e) => e,
+                None if declare => self.insert_slow(tool, true)?,
+                None => return None,
+            };
             let r = f(&e);
             if self.touch(&e) {
                 return Some(r);
             }
         }
+    }
+
+    /// Declares the application's tools, at run time: each gets its entry now (if it has none)
+    /// and keeps it — never evicted, never pushed out by names the model invents — so it always
+    /// has its own breaker. Returns how many were not declared before.
+    ///
+    /// This is how a client learns an MCP server's tools: call it with the registry keys of the
+    /// names its `tools/list` answered (`mcp::ToolHealthClient` keys them `{server}/{tool}`
+    /// with a server name). Declarations count toward [`max_tools`](Self::max_tools): at most
+    /// that many tools can be declared, and undeclared names share what is left (a declaration
+    /// made after undeclared names filled the cap is still honoured, so the registry may then
+    /// track up to `max_tools` more than its cap, all of them declared).
+    ///
+    /// Refused as a whole, before anything is declared, when a name is longer than
+    /// [`max_name_len`](Self::max_name_len) or the declarations would exceed `max_tools`
+    /// (field `tools` of the [`SettingError`]).
+    ///
+    /// ```
+    /// use tool_health::ToolHealthRegistry;
+    ///
+    /// let registry = ToolHealthRegistry::builder().max_tools(100).build();
+    /// // The names an MCP server's `tools/list` answered:
+    /// let listed = ["github/search_issues", "github/create_issue"];
+    /// assert_eq!(registry.declare_tools(listed).unwrap(), 2);
+    /// assert_eq!(registry.declare_tools(listed).unwrap(), 0, "declaring again is a no-op");
+    /// assert_eq!(registry.declared_tools(), 2);
+    /// ```
+    pub fn declare_tools<I, S>(&self, tools: I) -> Result<usize, SettingError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let tools: Vec<S> = tools.into_iter().collect();
+        let mut new = std::collections::HashSet::new();
+        for t in &tools {
+            let t = t.as_ref();
+            if let Err(e) = self.validate_name(t) {
+                return Err(SettingError::new(
+                    "tools",
+                    format_args!("a name of {} bytes", e.len()),
+                    format!("names of at most max_name_len = {} bytes", e.max()),
+                ));
+            }
+            if !self
+                .names
+                .with(t, |e| e.is_declared() && !e.is_retired())
+                .unwrap_or(false)
+            {
+                new.insert(t);
+            }
+        }
+        if self.declared_tools() + new.len() > self.max_tools {
+            return Err(SettingError::new(
+                "tools",
+                format_args!(
+                    "{} more declared tools ({} already)",
+                    new.len(),
+                    self.declared_tools()
+                ),
+                format!("at most max_tools = {} declared tools", self.max_tools),
+            ));
+        }
+        let mut declared = 0;
+        for t in new {
+            if self.insert_slow(t, true).is_some() {
+                declared += 1;
+            }
+        }
+        Ok(declared)
     }
 
     /// Marks the entry seen in the current sweep epoch, after a record's work; `false` if the
@@ -59,27 +155,49 @@ impl ToolHealthRegistry {
     }
 
     /// A tool's first sight: creates its entry under the insert lock, or `None` past the cap
-    /// (after a cap-triggered sweep, when configured, found nothing to evict).
+    /// (after a cap-triggered sweep, when configured, found nothing to evict) and for a name
+    /// longer than `max_name_len` (never copied). `declare`: the tool is declared (created
+    /// whatever the cap, while declarations are left; an existing entry becomes declared).
     #[cold]
-    pub(super) fn insert_slow(&self, tool: &str) -> Option<Arc<Entry>> {
+    pub(super) fn insert_slow(&self, tool: &str, declare: bool) -> Option<Arc<Entry>> {
+        if self.validate_name(tool).is_err() {
+            return None;
+        }
         let mut evicted = Vec::new();
-        let entry = self.insert_locked(tool, &mut evicted);
+        let entry = self.insert_locked(tool, declare, &mut evicted);
         self.notify_evicted(&evicted);
         entry
     }
 
     /// [`insert_slow`](Self::insert_slow) under the insert lock; entries a cap-triggered sweep
     /// evicts are collected in `evicted` for the observers, told after the lock is released.
-    fn insert_locked(&self, tool: &str, evicted: &mut Vec<Arc<Entry>>) -> Option<Arc<Entry>> {
+    fn insert_locked(
+        &self,
+        tool: &str,
+        declare: bool,
+        evicted: &mut Vec<Arc<Entry>>,
+    ) -> Option<Arc<Entry>> {
         let mut sweeps = self
             .insert_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let declarable = || self.declared.load(Ordering::Relaxed) < self.max_tools;
         if let Some(e) = self.names.with(tool, Arc::clone) {
             // Retired entries are removed under this lock, so a mapped entry is live.
+            if declare && !e.is_declared() {
+                if !declarable() {
+                    return None;
+                }
+                e.declare();
+                self.declared.fetch_add(1, Ordering::Relaxed);
+            }
             return Some(e);
         }
-        if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
+        if declare {
+            if !declarable() {
+                return None;
+            }
+        } else if self.tracked.load(Ordering::Relaxed) >= self.max_tools {
             // At most one cap-triggered sweep per eighth of the idle time, so a storm of new
             // names past the cap costs a lookup each, not a scan each.
             let due = |idle_for: Duration| {
@@ -98,14 +216,25 @@ impl ToolHealthRegistry {
             self.policy_for(tool),
             self.sweep_epoch.load(Ordering::Relaxed),
             self.generation_floor.load(Ordering::Relaxed),
+            self.tag_of(tool),
+            // Under the insert lock: one number per entry (wrapping after 2^32 creations).
+            self.incarnations.fetch_add(1, Ordering::Relaxed),
         ));
+        if declare {
+            entry.declare();
+        }
         let entry = self.names.insert_with(tool, || Some(entry))?;
         self.tracked.fetch_add(1, Ordering::Relaxed);
+        if declare {
+            self.declared.fetch_add(1, Ordering::Relaxed);
+        }
         Some(entry)
     }
 
     /// Evicts tools not recorded for at least `idle_for` whose state is equivalent to fresh:
-    /// breaker closed, no consecutive failures, no operator control. Returns how many.
+    /// breaker closed, no consecutive failures, no operator control. Returns how many. Declared
+    /// tools are never evicted (see [`declare_tools`](Self::declare_tools)): only the names
+    /// the application did not declare make room.
     ///
     /// An open or half-open breaker is never evicted, whatever its idleness; a tool that comes
     /// back after eviction starts fresh (its history is gone, its per-tool policy override is
@@ -183,7 +312,7 @@ impl ToolHealthRegistry {
         let mut evicted = 0;
         for (name, e) in map.iter() {
             let seen = e.seen.load(Ordering::SeqCst);
-            if seen < threshold && e.fresh_equivalent(now) && e.retire(seen) {
+            if seen < threshold && !e.is_declared() && e.fresh_equivalent(now) && e.retire(seen) {
                 // The entry was closed when won: its generation is its last episode's, and
                 // the successor (created under this lock, later) starts there or beyond.
                 self.generation_floor

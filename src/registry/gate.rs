@@ -8,7 +8,7 @@ use crate::control::Control;
 use crate::hook;
 
 use super::entry::Entry;
-use super::names::NameIndex;
+use super::names::{NameError, NameIndex};
 use super::observers::CallEvent;
 use super::ToolHealthRegistry;
 
@@ -34,6 +34,12 @@ impl ToolHealthRegistry {
     /// Tool spans of one tool nested in each other are one call: when the call already holds
     /// the probe of `tool` (an outer gate, such as a middleware's, was granted it), asking again
     /// from inside it answers that probe instead of refusing the call by its own probe.
+    ///
+    /// A name longer than [`max_name_len`](Self::max_name_len) is refused with
+    /// `retry_after = Duration::MAX` (no tool by that name can ever be called), bound to no span
+    /// and counted nowhere but [`OverflowStats::rejected_names`](crate::observe::OverflowStats):
+    /// [`try_check`](Self::try_check) says why, and the model should be told the name is
+    /// invalid, not [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE).
     #[inline(always)]
     pub fn check(&self, tool: &str) -> GateDecision {
         if hook::installed() {
@@ -42,10 +48,36 @@ impl ToolHealthRegistry {
         self.check_detached(tool)
     }
 
+    /// The gate, saying why it refuses a name: [`check`](Self::check)'s decision, or the
+    /// [`NameError`] of a name longer than [`max_name_len`](Self::max_name_len) (an invalid
+    /// argument of the model's: tell it so). Nothing is bound, recorded or copied for such a
+    /// name.
+    ///
+    /// ```
+    /// use tool_health::{GateDecision, ToolHealthRegistry, REFUSAL_MESSAGE};
+    ///
+    /// let registry = ToolHealthRegistry::new();
+    /// let tool = "x".repeat(300); // from the model
+    /// let text = match registry.try_check(&tool) {
+    ///     Err(invalid) => invalid.to_string(),
+    ///     Ok(GateDecision::Refused { .. }) => REFUSAL_MESSAGE.to_owned(),
+    ///     Ok(_) => "call the tool".to_owned(),
+    /// };
+    /// assert_eq!(text, "invalid tool name: 300 bytes, longer than the 256 allowed");
+    /// ```
+    pub fn try_check(&self, tool: &str) -> Result<GateDecision, NameError> {
+        self.validate_name(tool)?;
+        Ok(self.check(tool))
+    }
+
     /// [`check`](Self::check) while a layer is attached somewhere: the hook binds the decision
-    /// (or answers the call's own probe) around the detached gate.
+    /// (or answers the call's own probe) around the detached gate. A name too long to be a
+    /// tool's is refused before the hook, which would copy it into the span's binding.
     #[inline(never)]
     fn check_hooked(&self, tool: &str) -> GateDecision {
+        if tool.len() > self.max_name_len {
+            return self.check_untracked(tool);
+        }
         hook::gate(self.address(), tool, &mut || self.check_detached(tool))
     }
 
@@ -69,12 +101,13 @@ impl ToolHealthRegistry {
         self.check_on_entry(tool, entry.map(|e| &**e))
     }
 
-    /// The gate on a resolved entry (`None`: an untracked tool, always allowed): the one
-    /// implementation behind the by-name gate and [`ToolHandle`](crate::ToolHandle).
+    /// The gate on a resolved entry (`None`: an untracked tool, see
+    /// [`check_untracked`](Self::check_untracked)): the one implementation behind the by-name
+    /// gate and [`ToolHandle`](crate::ToolHandle).
     #[inline(always)]
     pub(super) fn check_on_entry(&self, tool: &str, entry: Option<&Entry>) -> GateDecision {
         let Some(e) = entry else {
-            return self.untracked_decision();
+            return self.check_untracked(tool);
         };
         // No control and a Closed breaker: admitted on two loads, no clock read, no write.
         if let Some(decision) = e.admit_fast() {
@@ -103,13 +136,52 @@ impl ToolHealthRegistry {
         decision
     }
 
-    /// The decision for a tool the registry does not track: always allowed, in the generation
-    /// its entry will start at (see `generation_floor`).
-    #[inline]
-    fn untracked_decision(&self) -> GateDecision {
-        GateDecision::Allowed(Permit::admitted(
-            self.generation_floor.load(Ordering::Relaxed),
-        ))
+    /// The gate for a name the registry does not track (the slow path of a first sight): a
+    /// name too long to be a tool's is refused (and counted, never copied); past the cap, the
+    /// shared overflow breaker decides; otherwise allowed, in the generation the tool's entry
+    /// will start at (see `generation_floor`), with the tag its entry will have.
+    #[cold]
+    #[inline(never)]
+    fn check_untracked(&self, tool: &str) -> GateDecision {
+        if tool.len() > self.max_name_len {
+            self.reject_name(tool.len());
+            return GateDecision::Refused {
+                retry_after: Duration::MAX,
+            };
+        }
+        if self.at_cap() {
+            return self.check_overflow(tool);
+        }
+        self.untracked_decision(tool)
+    }
+
+    /// An untracked tool's admission: its entry's first generation and tag.
+    fn untracked_decision(&self, tool: &str) -> GateDecision {
+        GateDecision::Allowed(
+            Permit::admitted(self.generation_floor.load(Ordering::Relaxed))
+                .tagged(u64::from(self.tag_of(tool))),
+        )
+    }
+
+    /// The gate of a name past the cap: the overflow breaker's decision.
+    #[cold]
+    fn check_overflow(&self, tool: &str) -> GateDecision {
+        self.warn_overflow_once(tool);
+        let e = self.overflow_entry();
+        let decision = match e.admit_fast() {
+            Some(d) => d,
+            None => self.gate_entry(e),
+        };
+        if let GateDecision::Refused { .. } = decision {
+            self.notify_call(|| CallEvent {
+                tool,
+                outcome: CallOutcome::Refused,
+                duration: Duration::ZERO,
+                error_type: None,
+                overflow: true,
+            });
+        }
+        decision
     }
 
     /// The gate for an entry the evictor retired (a handle kept across eviction): the live
@@ -123,11 +195,12 @@ impl ToolHealthRegistry {
                 (!live.is_retired()).then(|| self.check_on_entry(tool, Some(live)))
             })
             .flatten()
-            .unwrap_or_else(|| self.untracked_decision())
+            .unwrap_or_else(|| self.check_untracked(tool))
     }
 
-    /// The gate on a known tool: operator control first, then the breaker.
-    #[inline]
+    /// The gate on a known tool: operator control first, then the breaker. Inlined into
+    /// `check_slow` (the refusal path's cost is counted in `BENCHMARKS.md`).
+    #[inline(always)]
     fn gate_entry(&self, e: &Entry) -> GateDecision {
         let control = e.control.raw();
         if control == 0 {
@@ -142,7 +215,7 @@ impl ToolHealthRegistry {
             if !decision.is_allowed() {
                 e.stats.record_refused();
             }
-            self.notify_transitions(&e.name, &recorded);
+            self.notify_entry_transitions(e, &recorded);
             return decision;
         }
         self.gate_controlled(e, control)
@@ -164,12 +237,12 @@ impl ToolHealthRegistry {
         // Force-closed and shadow mode: the breaker decides as under enforcement — its own
         // machine runs, the probe included — and only its refusal is not enforced.
         let (decision, recorded) = e.breaker.acquire(|| now);
-        self.notify_transitions(&e.name, &recorded);
+        self.notify_entry_transitions(e, &recorded);
         match decision {
             GateDecision::Refused { .. } if ctl.unenforced() => {
                 let generation = e.breaker.generation();
                 e.stats.record_shadow_refused();
-                GateDecision::Allowed(Permit::shadow_refused(generation))
+                GateDecision::Allowed(Permit::shadow_refused(generation).tagged(e.breaker.tag()))
             }
             GateDecision::Refused { .. } if Control::is_coordinated(control) => {
                 e.stats.record_coordinated_refused();
@@ -200,7 +273,7 @@ impl ToolHealthRegistry {
             GateDecision::Allowed(_) => e.control.clear_coordinated_if_alone(),
             GateDecision::Probe(_) => {}
         }
-        self.notify_transitions(&e.name, &recorded);
+        self.notify_entry_transitions(e, &recorded);
         decision
     }
 
@@ -208,7 +281,21 @@ impl ToolHealthRegistry {
     /// answer at this instant, without consuming the probe or creating anything.
     pub fn is_tool_available(&self, tool: &str) -> bool {
         self.with_entry(tool, |e| self.available_on_entry(e))
-            .unwrap_or(true)
+            .unwrap_or_else(|| self.available_untracked(tool))
+    }
+
+    /// The oracle for a name the registry does not track, as
+    /// [`check_untracked`](Self::check_untracked) decides: never for a name too long to be a
+    /// tool's, the overflow breaker's verdict past the cap, else available.
+    #[cold]
+    fn available_untracked(&self, tool: &str) -> bool {
+        if tool.len() > self.max_name_len {
+            return false;
+        }
+        match self.overflow.get() {
+            Some(e) if self.at_cap() => self.available_on_entry(e),
+            _ => true,
+        }
     }
 
     /// [`is_tool_available`](Self::is_tool_available) on a resolved entry.
@@ -241,9 +328,13 @@ impl ToolHealthRegistry {
     fn available_retired(&self, tool: &str) -> bool {
         self.names
             .with(tool, |live| {
-                live.is_retired() || self.available_on_entry(live)
+                if live.is_retired() {
+                    self.available_untracked(tool)
+                } else {
+                    self.available_on_entry(live)
+                }
             })
-            .unwrap_or(true)
+            .unwrap_or_else(|| self.available_untracked(tool))
     }
 }
 

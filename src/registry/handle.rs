@@ -134,7 +134,7 @@ impl ToolHandle {
     #[inline]
     pub fn record_report(&self, report: &CallReport<'_>) -> Recorded {
         self.registry
-            .record_on_entry(self.tool(), Some(&self.entry), report)
+            .record_on_entry(self.tool(), &self.entry, report)
     }
 
     /// [`ToolHealthRegistry::release`] on this tool: gives a probe permit back without a result.
@@ -179,7 +179,7 @@ impl ToolHealthRegistry {
     pub fn handle(self: &Arc<Self>, tool: &str) -> Option<ToolHandle> {
         let entry = match self.names.with(tool, Arc::clone) {
             Some(e) => e,
-            None => self.insert_slow(tool)?,
+            None => self.insert_slow(tool, false)?,
         };
         Some(ToolHandle::new(Arc::clone(self), entry))
     }

@@ -32,17 +32,27 @@
 //!   healthy, score 1.0, breaker closed, always available. The gate does not create entries
 //!   either: a tool nobody has recorded is closed, so there is nothing to remember yet.
 //!
-//! # Bounded memory
+//! # Bounded memory, and protection whatever the model invents
 //!
-//! At most [`RegistryBuilder::max_tools`] tools (default [`DEFAULT_MAX_TOOLS`]) are tracked.
-//! Past the cap a new name is not tracked: its calls are always allowed and are counted only in
-//! the registry's [`OverflowStats`], so memory stays bounded whatever names a model invents.
+//! At most [`RegistryBuilder::max_tools`] tools (default [`DEFAULT_MAX_TOOLS`]) are tracked,
+//! each with its own breaker. Tools the application *declares*
+//! ([`RegistryBuilder::tools`], [`ToolHealthRegistry::declare_tools`], or any operator
+//! control, which declares its tool) always have one: they are created when declared, never
+//! evicted, and undeclared names share only what is left of the cap. Past the cap a new,
+//! undeclared name is still protected: its calls go through **one shared overflow breaker**
+//! (the default policy, created at the first overflow, which is logged once as a WARN with the
+//! fix), counted in [`OverflowStats`] and in the metrics' `_OTHER` series — never unguarded,
+//! and never a new allocation per name. So memory stays bounded whatever names a model
+//! invents, and inventing names cannot switch any tool's protection off.
 //!
 //! # Names
 //!
 //! Names are compared byte-wise, exactly as given: `Search`, `search` and a differently
-//! normalised unicode spelling are three tools. Any string is accepted, the empty one and
-//! control characters included.
+//! normalised unicode spelling are three tools. Any string of at most
+//! [`RegistryBuilder::max_name_len`] bytes (default 256) is a name,
+//! the empty one and control characters included; a longer one is refused by every entry point
+//! without being copied ([`NameError`]). Log messages show names escaped; metric attributes
+//! and snapshots carry them exactly (their encoders escape).
 //!
 //! # Configuration
 //!
@@ -68,8 +78,9 @@ mod record;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -84,6 +95,8 @@ pub use handle::ToolHandle;
 pub use observers::{CallEvent, EvictedTool, HealthObserver, LOG_TARGET};
 pub use reads::{OverflowStats, ToolHealthSnapshot, UnavailableTool};
 
+pub(crate) use names::Escaped;
+pub use names::NameError;
 use names::NameIndex;
 
 #[cfg(doc)]
@@ -140,18 +153,31 @@ pub struct ToolHealthRegistry {
     /// that never evicts. Written under `insert_lock`; read there and, `Relaxed`, by the gate
     /// of an untracked tool (a stale read only makes that permit stale).
     generation_floor: AtomicU32,
+    /// The number the next entry created gets (see `Entry::incarnation`).
+    incarnations: AtomicU32,
     /// Evict idle tools this old when a first sight meets the cap.
     evict_idle_after: Option<Duration>,
     tracked: AtomicUsize,
+    /// Of the tracked tools, how many are declared (never evicted; see `declare_tools`).
+    /// Written under `insert_lock`.
+    declared: AtomicUsize,
     max_tools: usize,
+    /// The longest name taken, in bytes.
+    max_name_len: usize,
+    /// Tags the permits of each tool's breaker (see `tag_of`).
+    tag_hasher: foldhash::fast::RandomState,
     default_policy: ArcSwap<ToolPolicy>,
     overrides: ArcSwap<HashMap<Box<str>, Arc<ToolPolicy>>>,
     clock: Arc<dyn Clock>,
-    overflow_success: AtomicU64,
-    overflow_failure: AtomicU64,
-    overflow_ignored: AtomicU64,
-    overflow_cancelled: AtomicU64,
+    /// The breaker shared by the names past the cap, created at the first overflow.
+    overflow: OnceLock<Arc<Entry>>,
+    /// Records that went to the overflow breaker.
     overflow_records: AtomicU64,
+    /// Gate calls and records refused for a name longer than `max_name_len`.
+    rejected_names: AtomicU64,
+    /// The first overflow and the first refused name were logged.
+    overflow_warned: AtomicBool,
+    rejected_warned: AtomicBool,
     /// What the record path must do beyond the stats and the breaker: [`EXTRA_TOUCH`] (an
     /// evicting registry touches the entry) and [`EXTRA_OBSERVE`] (call observers are
     /// registered). Zero in a plain registry, which the record path checks with one load.
@@ -166,6 +192,11 @@ pub struct ToolHealthRegistry {
     local_rate_trips: AtomicBool,
     /// A coordinator is attached: exporters report the series only a coordinator feeds.
     coordinated: AtomicBool,
+    /// An outcome listener is set: the failure path (and a watched tool's success path) tells
+    /// it, after one relaxed load of this flag.
+    outcome_listening: AtomicBool,
+    /// The coordinator's outcome listener (see `Coordination::set_outcome_listener`).
+    outcome_listener: arc_swap::ArcSwapOption<coordination::Listening>,
     /// Breaker transitions are logged (target `tool_health`).
     log_transitions: AtomicBool,
     /// The breakers of the servers this registry's tools are reached through (MCP servers),
@@ -179,7 +210,9 @@ impl fmt::Debug for ToolHealthRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHealthRegistry")
             .field("tracked_tools", &self.tracked_tools())
+            .field("declared_tools", &self.declared_tools())
             .field("max_tools", &self.max_tools)
+            .field("max_name_len", &self.max_name_len)
             .field("default_policy", &**self.default_policy.load())
             .field("clock", &self.clock)
             .finish_non_exhaustive()
@@ -244,6 +277,101 @@ impl ToolHealthRegistry {
     /// The cap on tracked tools.
     pub fn max_tools(&self) -> usize {
         self.max_tools
+    }
+
+    /// How many of the tracked tools are declared (see
+    /// [`declare_tools`](Self::declare_tools)).
+    pub fn declared_tools(&self) -> usize {
+        self.declared.load(Ordering::Relaxed)
+    }
+
+    /// The longest tool name the registry takes, in bytes (see
+    /// [`RegistryBuilder::max_name_len`]).
+    pub fn max_name_len(&self) -> usize {
+        self.max_name_len
+    }
+
+    /// `Ok` when `tool` is a name the registry takes: at most
+    /// [`max_name_len`](Self::max_name_len) bytes. A longer one is refused by the gate, the
+    /// records, the controls, the layer and the call helper, and never copied.
+    pub fn validate_name(&self, tool: &str) -> Result<(), NameError> {
+        NameError::check(tool.len(), self.max_name_len)
+    }
+
+    /// The tag of `tool`'s permits: 32 bits of a hash of the name, so that the permits the
+    /// gate hands out for a tool before its entry exists carry the tag the entry gets; never
+    /// the overflow's tag (0). Two tools share a tag with odds of 1 in 2³² (a permit of one
+    /// recorded under the other's name would then go unnoticed).
+    #[cold]
+    fn tag_of(&self, tool: &str) -> u32 {
+        ((self.tag_hasher.hash_one(tool) >> 32) as u32).max(1)
+    }
+
+    /// Whether every slot left for undeclared names is taken: a new undeclared name goes to the
+    /// overflow breaker.
+    #[inline]
+    fn at_cap(&self) -> bool {
+        self.tracked.load(Ordering::Relaxed) >= self.max_tools
+    }
+
+    /// The breaker shared by the names past the cap, created (with the default policy as it is
+    /// then) on first use.
+    #[cold]
+    fn overflow_entry(&self) -> &Arc<Entry> {
+        self.overflow.get_or_init(|| {
+            Arc::new(Entry::new(
+                crate::semconv::OTHER,
+                self.default_policy.load_full(),
+                0,
+                0,
+                crate::call::OVERFLOW_TAG as u32,
+                0,
+            ))
+        })
+    }
+
+    /// Whether `e` is the overflow breaker (never in the index).
+    #[inline]
+    fn is_overflow(e: &Entry) -> bool {
+        e.breaker.tag() == crate::call::OVERFLOW_TAG
+    }
+
+    /// Counts a name refused for its length (and logs the first, once).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn reject_name(&self, len: usize) {
+        self.rejected_names.fetch_add(1, Ordering::Relaxed);
+        if !self.rejected_warned.swap(true, Ordering::Relaxed) {
+            let _quiet = crate::hook::CallingOut::enter();
+            tracing::warn!(
+                target: LOG_TARGET,
+                len,
+                max_name_len = self.max_name_len,
+                "a tool name of {len} bytes was refused: tool names are at most {} bytes \
+                 (RegistryBuilder::max_name_len); such calls are refused and never recorded \
+                 (counted in overflow().rejected_names; logged once)",
+                self.max_name_len
+            );
+        }
+    }
+
+    /// Logs the first overflow, once, with the fix.
+    #[cold]
+    fn warn_overflow_once(&self, tool: &str) {
+        if !self.overflow_warned.swap(true, Ordering::Relaxed) {
+            let _quiet = crate::hook::CallingOut::enter();
+            tracing::warn!(
+                target: LOG_TARGET,
+                tool,
+                max_tools = self.max_tools,
+                declared = self.declared_tools(),
+                "the registry tracks {} tools, its cap: new tool names now share one overflow \
+                 circuit breaker (`_OTHER` in the metrics). Declare the application's tools \
+                 (RegistryBuilder::tools, ToolHealthRegistry::declare_tools) so that each \
+                 always has its own, or raise RegistryBuilder::max_tools (logged once)",
+                self.max_tools
+            );
+        }
     }
 
     /// The registry of the servers this registry's tools are reached through, created on

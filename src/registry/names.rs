@@ -3,7 +3,11 @@
 //! By default the guard-free append-only [`Index`] (lookups are plain loads; see `index.rs`).
 //! A registry built for idle eviction uses papaya instead, which can remove entries and
 //! protects readers with an epoch guard (its cost per lookup is in BENCHMARKS.md).
+//!
+//! Also what a name may be ([`NameError`]: at most `max_name_len` bytes) and how a log message
+//! shows one ([`Escaped`]).
 
+use std::fmt;
 use std::sync::Arc;
 
 use super::entry::Entry;
@@ -97,5 +101,107 @@ impl NameIndex {
             Self::AppendOnly(index) => index.iter().for_each(f),
             Self::Evictable(map) => map.pin().values().for_each(f),
         }
+    }
+}
+
+/// The longest tool name a registry takes unless told otherwise: 256 bytes (fleet mode's own
+/// limit).
+pub(super) const DEFAULT_MAX_NAME_LEN: usize = 256;
+
+/// The most [`RegistryBuilder::max_name_len`](super::RegistryBuilder::max_name_len) may be set
+/// to: 64 KiB.
+pub(super) const MAX_NAME_LEN_LIMIT: usize = 64 * 1024;
+
+/// A tool name the registry refuses: longer than its
+/// [`max_name_len`](super::ToolHealthRegistry::max_name_len).
+///
+/// Tool names come from the model: a name this long is no tool of the application's. It is
+/// refused by every entry point without being copied — the gate refuses the call
+/// ([`try_check`](super::ToolHealthRegistry::try_check) says why), a record is not taken
+/// ([`NotRecorded::InvalidName`](crate::NotRecorded::InvalidName)), the call helper answers
+/// [`CallError::InvalidName`](crate::CallError::InvalidName) without calling the tool — and
+/// counted in [`OverflowStats::rejected_names`](crate::observe::OverflowStats::rejected_names).
+/// Its text is for the model: an invalid argument, never the breaker's refusal.
+///
+/// ```
+/// use tool_health::ToolHealthRegistry;
+///
+/// let registry = ToolHealthRegistry::new();
+/// let invented = "x".repeat(1000);
+/// let err = registry.validate_name(&invented).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid tool name: 1000 bytes, longer than the 256 allowed");
+/// assert!(!registry.allow_request(&invented));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NameError {
+    len: usize,
+    max: usize,
+}
+
+impl NameError {
+    /// `Ok` when a name of `len` bytes fits within `max`.
+    #[inline]
+    pub(super) fn check(len: usize, max: usize) -> Result<(), NameError> {
+        if len <= max {
+            Ok(())
+        } else {
+            Err(NameError { len, max })
+        }
+    }
+
+    /// The refused name's length in bytes.
+    #[allow(
+        clippy::len_without_is_empty,
+        reason = "the length of a name too long: never empty"
+    )]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The longest name the registry takes, in bytes.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid tool name: {} bytes, longer than the {} allowed",
+            self.len, self.max
+        )
+    }
+}
+
+impl std::error::Error for NameError {}
+
+/// A tool name as a log message shows it: control characters, quotes and backslashes escaped
+/// (Rust's `escape_debug`), so that a name can never write a line, a colour or a fake field into
+/// a log. Structured fields need no such care: `tracing`'s formatters escape them.
+pub(crate) struct Escaped<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.escape_debug(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_message_shows_a_name_escaped() {
+        let shown = Escaped("a\nb\x1b[31m\t\u{202e}\"`\\é").to_string();
+        assert_eq!(shown, "a\\nb\\u{1b}[31m\\t\\u{202e}\\\"`\\\\é");
+        assert!(!shown.contains(['\n', '\x1b', '\u{202e}']));
+    }
+
+    #[test]
+    fn the_limit_is_inclusive() {
+        assert!(NameError::check(256, 256).is_ok());
+        let e = NameError::check(257, 256).unwrap_err();
+        assert_eq!((e.len(), e.max()), (257, 256));
     }
 }

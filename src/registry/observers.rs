@@ -13,6 +13,14 @@
 //! | → closed (probe succeeded here, or another replica's probe did) | INFO | `tool`, `reason` |
 //! | half-open → open, probe given back without a verdict | INFO | `tool`, `reason` |
 //!
+//! Tool names are escaped in the messages (control characters, quotes and backslashes as Rust
+//! escapes them): a name the model wrote can never forge a log line. The `tool` field carries
+//! the name exactly; `tracing`'s formatters escape field values themselves.
+//!
+//! The overflow breaker (shared by the names past the cap) logs its transitions too, with
+//! `tool = "_OTHER"` and `overflow = true`; observers are not told of them (they concern no
+//! one tool, and a coordinator must not spread them as a tool's).
+//!
 //! One switch turns it off: [`RegistryBuilder::log_transitions`](super::RegistryBuilder::log_transitions)
 //! (or [`ToolHealthRegistry::set_log_transitions`]); a filter directive `tool_health=off` does
 //! too. These events never fail a tool span: the layer ignores this crate's events.
@@ -27,6 +35,7 @@ use crate::call::CallOutcome;
 use crate::hook::CallingOut;
 
 use super::entry::Entry;
+use super::names::Escaped;
 use super::{ToolHealthRegistry, EXTRA_OBSERVE};
 
 /// The target of the transition log (see the module docs).
@@ -177,6 +186,63 @@ impl ToolHealthRegistry {
         }
     }
 
+    /// [`notify_transitions`](Self::notify_transitions) for a resolved entry: the overflow
+    /// breaker's transitions are logged as its own, and told to no observer.
+    #[inline(always)]
+    pub(super) fn notify_entry_transitions(&self, e: &Entry, recorded: &Recorded) {
+        if !recorded.is_empty() {
+            if Self::is_overflow(e) {
+                self.log_overflow_transitions(e, recorded);
+            } else {
+                self.notify_transitions_slow(&e.name, recorded);
+            }
+        }
+    }
+
+    #[cold]
+    fn log_overflow_transitions(&self, e: &Entry, recorded: &Recorded) {
+        if !self.log_transitions.load(Ordering::Relaxed) {
+            return;
+        }
+        let _quiet = CallingOut::enter();
+        let tool = &*e.name;
+        for t in recorded.transitions() {
+            match t.to {
+                BreakerState::Open => {
+                    let now = self.now_ticks();
+                    let cooldown = match e.breaker.effective(now) {
+                        Effective::Open { ready_at, .. } => ready_at.until(now).to_duration(),
+                        _ => Duration::ZERO,
+                    };
+                    tracing::warn!(
+                        target: LOG_TARGET,
+                        tool,
+                        overflow = true,
+                        reason = %t.reason,
+                        cooldown = ?cooldown,
+                        "overflow circuit breaker opened: calls to the tool names past the cap \
+                         are refused for {cooldown:?} (declare the application's tools so that \
+                         each keeps its own breaker)"
+                    );
+                }
+                BreakerState::HalfOpen => tracing::info!(
+                    target: LOG_TARGET,
+                    tool,
+                    overflow = true,
+                    reason = %t.reason,
+                    "overflow circuit breaker half-open: one probe call let through"
+                ),
+                BreakerState::Closed => tracing::info!(
+                    target: LOG_TARGET,
+                    tool,
+                    overflow = true,
+                    reason = %t.reason,
+                    "overflow circuit breaker closed"
+                ),
+            }
+        }
+    }
+
     /// Logs the transitions a result or gate call made (see [`log_transition`]) and tells
     /// observers.
     #[inline(always)]
@@ -267,7 +333,8 @@ impl ToolHealthRegistry {
                         tool,
                         reason = %t.reason,
                         cooldown = ?cooldown,
-                        "circuit breaker opened: calls to `{tool}` are refused for {cooldown:?}"
+                        "circuit breaker opened: calls to `{}` are refused for {cooldown:?}",
+                        Escaped(tool)
                     );
                 }
             }
@@ -275,13 +342,15 @@ impl ToolHealthRegistry {
                 target: LOG_TARGET,
                 tool,
                 reason = %t.reason,
-                "circuit breaker half-open: one probe call to `{tool}` let through"
+                "circuit breaker half-open: one probe call to `{}` let through",
+                Escaped(tool)
             ),
             BreakerState::Closed => tracing::info!(
                 target: LOG_TARGET,
                 tool,
                 reason = %t.reason,
-                "circuit breaker closed: `{tool}` recovered"
+                "circuit breaker closed: `{}` recovered",
+                Escaped(tool)
             ),
         }
     }

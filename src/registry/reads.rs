@@ -82,8 +82,9 @@ pub struct UnavailableTool {
     pub forced: bool,
 }
 
-/// Calls on tools past the tracking cap, counted together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Calls on tools past the tracking cap, counted together on their shared overflow breaker;
+/// and the names refused outright.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OverflowStats {
     /// Successful calls on untracked tools.
@@ -94,17 +95,52 @@ pub struct OverflowStats {
     pub ignored_count: u64,
     /// Cancelled calls on untracked tools.
     pub cancelled_count: u64,
+    /// Calls on untracked tools the overflow breaker refused.
+    pub refused_count: u64,
     /// Records that arrived for a name the cap kept out.
     pub records: u64,
+    /// The overflow breaker's state now (closed before the first overflow).
+    pub breaker: BreakerState,
+    /// Gate calls and records refused for a name longer than
+    /// [`max_name_len`](crate::ToolHealthRegistry::max_name_len) (never tracked, never copied).
+    pub rejected_names: u64,
+}
+
+impl Default for OverflowStats {
+    fn default() -> Self {
+        Self {
+            success_count: 0,
+            failure_count: 0,
+            ignored_count: 0,
+            cancelled_count: 0,
+            refused_count: 0,
+            records: 0,
+            breaker: BreakerState::Closed,
+            rejected_names: 0,
+        }
+    }
 }
 
 impl ToolHealthRegistry {
     /// The tool's status; an unknown tool is healthy, a tool forced open unhealthy. A shortcut
     /// of [`snapshot`](Self::snapshot)`(tool).status` (with no snapshot for a tool never seen),
-    /// named as in the product's first version.
+    /// named as in the product's first version. Past the cap, an untracked name reads the
+    /// overflow breaker's status (the breaker its calls go through).
     pub fn get_health_status(&self, tool: &str) -> HealthStatus {
         self.with_entry(tool, |e| self.status_on_entry(e))
-            .unwrap_or(HealthStatus::Healthy)
+            .unwrap_or_else(|| {
+                self.untracked_overflow(tool)
+                    .map_or(HealthStatus::Healthy, |e| self.status_on_entry(e))
+            })
+    }
+
+    /// The overflow breaker, when an untracked `tool`'s calls go through it now (past the cap,
+    /// once it exists).
+    fn untracked_overflow(&self, tool: &str) -> Option<&Entry> {
+        if tool.len() > self.max_name_len || !self.at_cap() {
+            return None;
+        }
+        self.overflow.get().map(|e| &**e)
     }
 
     /// [`get_health_status`](Self::get_health_status) on a resolved entry, allocation-free.
@@ -152,13 +188,18 @@ impl ToolHealthRegistry {
     }
 
     /// The tool's breaker state now (expiry-aware; forced open reads open); an unknown tool is
-    /// closed. A shortcut of [`snapshot`](Self::snapshot)`(tool).breaker`.
+    /// closed, and past the cap an untracked name reads the overflow breaker's state. A shortcut
+    /// of [`snapshot`](Self::snapshot)`(tool).breaker`.
     pub fn breaker_state(&self, tool: &str) -> BreakerState {
         self.with_entry(tool, |e| self.state_on_entry(e))
-            .unwrap_or(BreakerState::Closed)
+            .unwrap_or_else(|| {
+                self.untracked_overflow(tool)
+                    .map_or(BreakerState::Closed, |e| self.state_on_entry(e))
+            })
     }
 
-    /// Everything known about the tool, or `None` for a tool never recorded.
+    /// Everything known about the tool, or `None` for a tool never recorded (and for a name
+    /// past the cap: its calls are counted together, in [`overflow`](Self::overflow)).
     pub fn snapshot(&self, tool: &str) -> Option<ToolHealthSnapshot> {
         let now = self.now_step();
         self.with_entry(tool, |e| Self::snapshot_of(e, now))
@@ -173,19 +214,44 @@ impl ToolHealthRegistry {
         all
     }
 
-    /// Calls counted for names past the cap.
+    /// Calls counted for names past the cap (on their shared overflow breaker), and the names
+    /// refused for their length.
     pub fn overflow(&self) -> OverflowStats {
+        let rejected_names = self.rejected_names.load(Ordering::Relaxed);
+        let records = self.overflow_records.load(Ordering::Relaxed);
+        let Some(e) = self.overflow.get() else {
+            return OverflowStats {
+                rejected_names,
+                records,
+                ..OverflowStats::default()
+            };
+        };
+        let raw = e.stats.raw();
         OverflowStats {
-            success_count: self.overflow_success.load(Ordering::Relaxed),
-            failure_count: self.overflow_failure.load(Ordering::Relaxed),
-            ignored_count: self.overflow_ignored.load(Ordering::Relaxed),
-            cancelled_count: self.overflow_cancelled.load(Ordering::Relaxed),
-            records: self.overflow_records.load(Ordering::Relaxed),
+            success_count: raw.success,
+            failure_count: raw.failure,
+            ignored_count: raw.ignored,
+            cancelled_count: raw.cancelled,
+            refused_count: raw.refused,
+            records,
+            breaker: self.state_on_entry(e),
+            rejected_names,
+        }
+    }
+
+    /// A view of the overflow breaker for the crate's exporters, once it exists.
+    pub(crate) fn overflow_view(&self, f: impl FnOnce(&EntryView<'_>)) {
+        if let Some(e) = self.overflow.get() {
+            f(&EntryView {
+                entry: e,
+                now: self.now_ticks(),
+            });
         }
     }
 
     /// Every tool the gate would refuse right now, sorted by name: what to leave out of the tool
-    /// list offered to the model, with when to try again.
+    /// list offered to the model, with when to try again. Tracked tools only: the names past the
+    /// cap share the overflow breaker, whose state is in [`overflow`](Self::overflow).
     ///
     /// ```
     /// use std::time::Duration;

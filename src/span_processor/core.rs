@@ -156,16 +156,18 @@ impl fmt::Debug for ProcessorCore {
     }
 }
 
-/// Reads a value into `fields` the way the span's convention says.
-fn read(fields: &mut SpanFields, c: &Compiled, key: &str, value: Val<'_>) {
+/// Reads a value into `fields` the way the span's convention says (a name longer than `max`
+/// bytes is refused, never copied).
+fn read(fields: &mut SpanFields, c: &Compiled, key: &str, value: Val<'_>, max: usize) {
     match value {
-        Val::Str(s) => fields.read(c, key, s),
-        Val::I64(i) => fields.read_number(c, key, i as f64, &i),
-        Val::F64(x) => fields.read_number(c, key, x, &x),
-        Val::Bool(b) => fields.read(c, key, if b { "true" } else { "false" }),
+        Val::Str(s) => fields.read(c, key, s, max),
+        Val::I64(i) => fields.read_number(c, key, i as f64, &i, max),
+        Val::F64(x) => fields.read_number(c, key, x, &x, max),
+        Val::Bool(b) => fields.read(c, key, if b { "true" } else { "false" }, max),
         Val::Other(d) => {
             if c.reads(key) {
-                fields.read(c, key, &format!("{d:?}"));
+                let text = crate::infer::facts::debug_text(d, max);
+                fields.read(c, key, &text, max);
             }
         }
     }
@@ -261,9 +263,13 @@ impl ProcessorCore {
     fn tool_span(&self, span: &dyn SpanView) -> Option<ToolSpan<'_>> {
         let (c, nests) = self.convention_of(span)?;
         let mut fields = SpanFields::default();
+        let max = self.registry.max_name_len();
         // `otel.name` became the span's name.
-        fields.read(c, semconv::OTEL_NAME, span.name());
-        span.each(&mut |k, v| read(&mut fields, c, k, v));
+        fields.read(c, semconv::OTEL_NAME, span.name(), max);
+        span.each(&mut |k, v| read(&mut fields, c, k, v, max));
+        if fields.rejected_name != 0 {
+            self.registry.reject_name(fields.rejected_name as usize);
+        }
         let mut seen = Observed::new(c.completion_marker);
         seen.apply(fields);
         match span.status() {

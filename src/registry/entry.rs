@@ -4,7 +4,7 @@
 use loom::sync::atomic::AtomicU64 as SeenAtomic;
 #[cfg(not(all(test, tool_health_loom)))]
 use std::sync::atomic::AtomicU64 as SeenAtomic;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::breaker::{Breaker, BreakerState, Effective};
@@ -31,9 +31,6 @@ pub(crate) struct Entry {
     /// The sweep epoch in which the entry was last recorded; [`RETIRED`] once evicted;
     /// [`PINNED`] for a declared tool (the application's: never evicted).
     pub(super) seen: SeenAtomic,
-    /// Slow-call threshold in nanoseconds (`u64::MAX`: off), mirrored from the policy so the
-    /// record path reads one atomic instead of the policy.
-    pub(super) slow_call_ns: AtomicU64,
 }
 
 impl Named for Entry {
@@ -59,7 +56,6 @@ impl Entry {
         Entry {
             name: name.into(),
             stats: ToolStats::counting(incarnation),
-            slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
             breaker: Breaker::starting_at(policy, generation, tag),
             control: Control::default(),
             seen: SeenAtomic::new(epoch),
@@ -156,8 +152,6 @@ impl Entry {
     }
 
     pub(super) fn set_policy(&self, policy: Arc<ToolPolicy>) {
-        self.slow_call_ns
-            .store(policy.slow_call_nanos(), Ordering::Relaxed);
         self.breaker.set_policy(policy);
     }
 }

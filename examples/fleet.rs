@@ -10,16 +10,18 @@
 //!
 //! * four replicas — each a [`ToolHealthRegistry`] with its own [`Fleet`], in one process, each
 //!   with an agent task calling the tool `search_api` every 20–60 ms — on one store;
-//! * the tool's backend goes down: **one replica trips** (3 failures in a row) and **the
-//!   others open** without failing 3 times themselves, each with the measured delay from the
-//!   trip to its breaker reading open;
+//! * the tool's backend goes down: **the fleet opens once 3 calls in a row failed fleet-wide**
+//!   (the fleet-wide failure streak: each replica's failures add up as they happen, so no
+//!   replica needs 3 of its own) — or one replica trips on its own streak first and the others
+//!   open with the measured delay from its trip;
 //! * when the cooldown ends, **the probe goes to exactly one replica** (the one that won the
 //!   episode's lease in the store) while the others keep refusing; the first probe fails (the
 //!   tool is still down) and the re-opening spreads; the next one succeeds and **its success
 //!   closes every replica**;
 //! * the count of failed calls the tool received from the fleet, against what four
-//!   independent replicas would have sent: the same agents make the same calls, at the same
-//!   moments, through four more registries without fleet mode (not on the timeline).
+//!   independent replicas would have sent (the same agents make the same calls, at the same
+//!   moments, through four more registries without fleet mode, not on the timeline), and each
+//!   replica's share of the failures before the breakers opened.
 //!
 //! Without a URL it says how to start a local server (one command) and exits with status 2.
 //! Every wait is bounded: a wrong URL, a server that is down or refuses the credentials is
@@ -353,6 +355,8 @@ async fn agent(
                     let ok = tools[side].call(log.elapsed());
                     if !ok && matches!(decision, GateDecision::Probe(_)) {
                         counts.failed_probes[side].fetch_add(1, Ordering::Relaxed);
+                    } else if !ok {
+                        counts.failed_before_open[side][replica].fetch_add(1, Ordering::Relaxed);
                     }
                     let outcome = if ok {
                         CallOutcome::Success
@@ -387,7 +391,11 @@ fn report(
     }
     println!(
         "  trip → open elsewhere (from the record that tripped to the other breaker reading open): {}",
-        if delays.is_empty() { "none" } else { delays.trim_end() }
+        if delays.is_empty() {
+            "none (no replica tripped on its own streak: the fleet's opened them all)"
+        } else {
+            delays.trim_end()
+        }
     );
     let rounds: Vec<_> = (0..2).map(|s| probe_rounds(&state.probes[s])).collect();
     let per_round = |s: usize| -> String {
@@ -397,7 +405,14 @@ fn report(
     let failed = |s: usize| tools[s].failed.load(Ordering::Relaxed);
     let failed_probes = |s: usize| counts.failed_probes[s].load(Ordering::Relaxed);
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let rows: [(&str, [String; 2]); 6] = [
+    let per_replica = |s: usize| -> String {
+        let n: Vec<String> = counts.failed_before_open[s]
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed).to_string())
+            .collect();
+        n.join(" ")
+    };
+    let rows: [(&str, [String; 2]); 7] = [
         ("probes per recovery attempt", [per_round(0), per_round(1)]),
         (
             "failed calls the tool received",
@@ -410,6 +425,7 @@ fn report(
                 (failed(1) - failed_probes(1)).to_string(),
             ],
         ),
+        ("    of which per replica", [per_replica(0), per_replica(1)]),
         (
             "  failed probes",
             [failed_probes(0).to_string(), failed_probes(1).to_string()],
@@ -437,7 +453,7 @@ fn report(
         println!("  {what:<34} {with:>8}   {without}");
     }
     println!(
-        "  (alone, each replica fails {THRESHOLD} times before it opens and probes on its own; in the fleet\n   only the calls made before the first trip fail, and one replica probes for all)"
+        "  (alone, each replica fails {THRESHOLD} times before it opens and probes on its own; in the fleet\n   the failures of all replicas add up: it opens after {THRESHOLD} in a row fleet-wide (plus the calls\n   already made), and one replica probes for all)"
     );
     let applied: Vec<String> = statuses
         .iter()
@@ -537,6 +553,8 @@ struct Counts {
     refused: [AtomicU64; 2],
     /// Probes that failed (the tool was still down).
     failed_probes: [AtomicU64; 2],
+    /// Failed calls that were not probes, per replica: before its breaker opened.
+    failed_before_open: [[AtomicU64; REPLICAS]; 2],
 }
 
 /// A small xorshift generator: the agents' call intervals.
@@ -657,7 +675,20 @@ impl HealthObserver for Watch {
             }
             (Closed, Open, TransitionReason::RemoteOpen) => {
                 state.opened_fleet[self.replica] = true;
+                // No replica tripped on its own streak in this episode: the fleet's did.
+                let streak = match (state.last_trip, state.last_close) {
+                    (None, _) => true,
+                    (Some((_, trip)), Some((_, close))) => trip < close,
+                    _ => false,
+                };
                 match state.last_trip {
+                    _ if streak => print_line(
+                        &state,
+                        r,
+                        format_args!(
+                            "OPEN: the fleet's failure streak reached {THRESHOLD} (failures in a row across the replicas)"
+                        ),
+                    ),
                     Some((by, at)) => {
                         let delay = now.saturating_duration_since(at);
                         state.remote_opens.push((self.replica, delay));

@@ -51,6 +51,9 @@ check "prometheus" --features prometheus -- tonic reqwest opentelemetry-otlp pro
 # The span processors: the SDK they plug into, no exporter, no transport.
 check "span-processor" --features span-processor -- tonic reqwest opentelemetry-otlp tokio
 check "span-processor-sdk-0-32" --features span-processor-sdk-0-32 -- tonic reqwest opentelemetry-otlp tokio
+# The OTLP receiver: axum, tonic's server, reqwest (forwarding); it reads OTLP in place, so no
+# exporter and no generated protobuf types.
+check "receiver" --features receiver -- opentelemetry-otlp opentelemetry-proto prost-build
 # fred's TLS code exists only behind one of its rustls features, each of which compiles a
 # C-backed provider; ring (a C compiler, no cmake) is the lighter one and the only one allowed
 # (FLEET.md, "TLS"). Nothing else C-backed, and no OTLP stack.

@@ -33,6 +33,7 @@ LAYERS = [
     ["mcp", "fleet"],
     ["metrics"],
     ["otlp", "status"],
+    ["receiver"],
 ]
 RANK = {m: i for i, ms in enumerate(LAYERS) for m in ms}
 

@@ -15,7 +15,7 @@ use tracing::field::Empty;
 use tracing::{Instrument as _, Span};
 
 use crate::call::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
-use crate::hook::{self, Verdict};
+use crate::hook::{self, HelperRun};
 use crate::registry::Escaped;
 use crate::registry::{NameError, ToolHealthRegistry};
 use crate::semconv;
@@ -119,14 +119,21 @@ impl ToolHealthRegistry {
 ///
 /// # Who records
 ///
-/// Exactly one record per call. When a [`ToolHealthLayer`](crate::ToolHealthLayer) for this
-/// registry sees the span, the helper gates with [`check`](ToolHealthRegistry::check) (the
-/// decision is bound to the span and written on it) and hands the outcome to the layer, which
-/// records it when the span closes, with the span's duration, the permit and the transition
-/// events. Otherwise — no layer, a layer for another registry, or a subscriber filter that
-/// disabled the span (a global `EnvFilter` at `warn`) — the helper records through the permit
-/// itself and writes `tool_health.gate.decision`, `error.type` and `otel.status_code` on the
-/// span as plain fields. Either way the registry sees the same call.
+/// Exactly one record per run: **each run of the helper is one call**, recorded when it ends.
+/// When a [`ToolHealthLayer`](crate::ToolHealthLayer) for this registry sees the span, the
+/// helper gates with [`check`](ToolHealthRegistry::check) (the decision is bound to the span
+/// and written on it) and hands the outcome to the layer, which records it at once with the
+/// permit and writes the transition events on the span. Inside a tool span of the same tool
+/// (a framework's `execute_tool` span, an `#[instrument]`ed tool function) that holds for
+/// every run: a retry loop of three failed runs is three failures, a probe's verdict is in the
+/// breaker before the next run asks the gate (so a failed probe is never retried through it),
+/// and that span — and any same-tool span around it — adds no record of its own. A run inside
+/// a span that holds the tool's probe (a middleware's gate granted it) is answered that probe,
+/// once: the run resolves it. Otherwise — no layer, a layer for another registry, or a
+/// subscriber filter that disabled the span (a global `EnvFilter` at `warn`) — the helper
+/// records through the permit itself and writes `tool_health.gate.decision`, `error.type` and
+/// `otel.status_code` on the span as plain fields. Either way the registry sees the same
+/// calls.
 ///
 /// # Timeouts and the `tokio` feature
 ///
@@ -343,7 +350,8 @@ async fn with_timeout<F: Future>(_limit: Duration, fut: F) -> Option<F::Output> 
 /// Who records the call (see "Who records" in the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Recorder {
-    /// The layer, from the span, with the outcome the helper settles on it.
+    /// The layer, from the span: each run recorded at once through it (one call), the span
+    /// adding no record of its own.
     Layer,
     /// The helper, through the permit.
     Helper,
@@ -428,38 +436,39 @@ impl Pending {
             self.span.record(semconv::ERROR_TYPE, error_type);
             self.span.record(semconv::OTEL_STATUS_CODE, "error");
         }
-        let verdict = Verdict {
+        let duration = self.registry.now().saturating_sub(started);
+        let run = HelperRun {
             outcome,
             error_type,
+            permit,
+            duration,
         };
-        match self.recorder {
-            Recorder::Layer => {
-                // Settled on the span (through its own dispatcher), the layer records it at
-                // close. Should that fail, the layer still infers the outcome from the fields
-                // written above.
-                let _ = hook::settle(self.registry.address(), &self.tool, &self.span, &verdict);
+        // Recorded at once by the layer (through the span's own dispatcher: the transition
+        // events go on the span, and the same-tool spans around it record nothing more) —
+        // or, if the span is no longer one the layer feeds this registry from, here.
+        let by_layer = self.recorder == Recorder::Layer
+            && hook::record(self.registry.address(), &self.tool, &self.span, &run);
+        if by_layer {
+            return;
+        }
+        let Some(outcome) = outcome else {
+            // The answer says nothing about the tool: nothing recorded, a probe given back.
+            if permit.is_probe() {
+                self.registry.release(&self.tool, permit);
             }
-            Recorder::Helper => {
-                let Some(outcome) = outcome else {
-                    if permit.is_probe() {
-                        self.registry.release(&self.tool, permit);
-                    }
-                    return;
-                };
-                let duration = self.registry.now().saturating_sub(started);
-                let mut report = CallReport::new(outcome, duration);
-                report.error_type = error_type;
-                if outcome == CallOutcome::Cancelled {
-                    // No verdict: counted, and a probe given back exactly.
-                    self.registry.record_report(&self.tool, &report);
-                    if permit.is_probe() {
-                        self.registry.release(&self.tool, permit);
-                    }
-                } else {
-                    self.registry
-                        .record_report(&self.tool, &report.permit(permit));
-                }
+            return;
+        };
+        let mut report = CallReport::new(outcome, duration);
+        report.error_type = error_type;
+        if outcome == CallOutcome::Cancelled {
+            // No verdict: counted, and a probe given back exactly.
+            self.registry.record_report(&self.tool, &report);
+            if permit.is_probe() {
+                self.registry.release(&self.tool, permit);
             }
+        } else {
+            self.registry
+                .record_report(&self.tool, &report.permit(permit));
         }
     }
 }

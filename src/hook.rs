@@ -9,9 +9,10 @@
 //!
 //! The call helper (`call_helper.rs`) reaches the layer the same way, through [`CallHooks`]:
 //! it asks whether its span is a tool span the layer feeds this registry from ([`joins`]), and
-//! hands it the call's outcome ([`settle`]) so that the layer records exactly that instead of
-//! inferring it. Both go through the span's own dispatcher, not the thread's current default:
-//! a future dropped outside the scope it ran in still reaches its layer.
+//! hands it each run's outcome ([`record`]): the layer records that run at once, as one call,
+//! and the tool spans of the same tool around it add no record of their own. Both go through
+//! the span's own dispatcher, not the thread's current default: a future dropped outside the
+//! scope it ran in still reaches its layer.
 //!
 //! [`CallingOut`] marks a thread that is running code on the crate's behalf (observers, the
 //! classifier, OpenTelemetry annotations): the layer ignores spans and events created there, so
@@ -25,7 +26,7 @@ use std::time::Duration;
 use tracing::span::Id;
 use tracing::{Dispatch, Span};
 
-use crate::call::{CallOutcome, GateDecision};
+use crate::call::{CallOutcome, GateDecision, Permit};
 
 /// Runs a gate decision bound to the current tool span: the registry's address (to find a
 /// layer feeding this very registry), the requested tool name, and `decide`, the registry's
@@ -248,12 +249,15 @@ fn warn_filtered() {
     );
 }
 
-/// A call's outcome, settled by the call helper on its tool span.
+/// One run of the call helper inside a tool span the layer sees: its outcome, the permit its
+/// gate gave it, and how long it took.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Verdict<'a> {
-    /// `None`: nothing is recorded (the call says nothing about the tool).
+pub(crate) struct HelperRun<'a> {
+    /// `None`: nothing is recorded (the call says nothing about the tool), a probe goes back.
     pub(crate) outcome: Option<CallOutcome>,
     pub(crate) error_type: Option<&'a str>,
+    pub(crate) permit: Permit,
+    pub(crate) duration: Duration,
 }
 
 /// What the call helper asks of an attached layer, about one span (its id and the dispatcher
@@ -263,14 +267,15 @@ pub(crate) struct Verdict<'a> {
 pub(crate) struct CallHooks {
     /// Whether that tool span exists and carries the tool's name.
     pub(crate) joins: fn(registry: usize, tool: &str, span: &Id, dispatch: &Dispatch) -> bool,
-    /// Settles that tool span's outcome: the layer records it at close instead of inferring
-    /// it. Whether a span took it.
-    pub(crate) settle: fn(
+    /// Records one helper run in that tool span at once (one call), and marks the span and the
+    /// same-tool spans around it as recorded: they add no record of their own at close, and the
+    /// decision the run resolved is no longer bound to them. Whether the layer recorded it.
+    pub(crate) record: fn(
         registry: usize,
         tool: &str,
         span: &Id,
         dispatch: &Dispatch,
-        verdict: &Verdict<'_>,
+        run: &HelperRun<'_>,
     ) -> bool,
 }
 
@@ -290,12 +295,12 @@ pub(crate) fn joins(registry: usize, tool: &str, span: &Span) -> bool {
         .unwrap_or(false)
 }
 
-/// Settles the outcome of `span`'s tool span for `tool`; whether a layer took it.
-pub(crate) fn settle(registry: usize, tool: &str, span: &Span, verdict: &Verdict<'_>) -> bool {
+/// Records a helper run in `span`'s tool span for `tool`; whether a layer recorded it.
+pub(crate) fn record(registry: usize, tool: &str, span: &Span, run: &HelperRun<'_>) -> bool {
     let Some(hooks) = CALL_HOOKS.get() else {
         return false;
     };
-    span.with_subscriber(|(id, dispatch)| (hooks.settle)(registry, tool, id, dispatch, verdict))
+    span.with_subscriber(|(id, dispatch)| (hooks.record)(registry, tool, id, dispatch, run))
         .unwrap_or(false)
 }
 

@@ -42,6 +42,8 @@
 //! | [`metrics`] | instrument names |
 //! | [`observe`] | observers of calls and transitions, the transition log's target |
 //! | [`coordination`] | what a coordinator of several replicas reads and moves (`registry.coordination()`) |
+//! | [`past`] | records of calls reported after the fact, by the call's own clock ([`ToolHealthRegistry::record_past`]) |
+//! | `receiver` | feature `receiver`: an OTLP trace receiver (HTTP and gRPC) feeding the registry from any agent's spans |
 //! | `otlp` | features `otlp-http` / `otlp-grpc`: one-call OTLP setup |
 //! | `mcp` | feature `mcp`: an MCP client behind the breaker |
 //! | `span_processor` | features `span-processor` (SDK 0.33, [`ToolHealthSpanProcessor`] at the root too) and `span-processor-sdk-0-32`: the same inference fed from OpenTelemetry SDK spans |
@@ -84,7 +86,7 @@ mod call;
 mod call_helper;
 mod clock;
 mod control;
-#[cfg(any(feature = "otlp-http", feature = "fleet-tls"))]
+#[cfg(any(feature = "otlp-http", feature = "fleet-tls", feature = "receiver"))]
 mod cpu;
 #[cfg(any(feature = "_otlp", feature = "fleet"))]
 mod environment;
@@ -99,6 +101,8 @@ pub mod metrics;
 #[cfg(feature = "_otlp")]
 pub mod otlp;
 mod policy;
+#[cfg(feature = "receiver")]
+pub mod receiver;
 mod registry;
 mod router;
 mod semconv;
@@ -131,6 +135,7 @@ pub use span_processor::ToolHealthSpanProcessor;
 pub use stats::HealthStatus;
 
 pub use registry::coordination;
+pub use registry::past;
 
 /// Watching a registry: observers of every call and transition, the transition log's target,
 /// and the overflow count past the tool cap.
@@ -184,6 +189,11 @@ struct OpenTelemetryDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/testing.md")]
 struct TestingDoctests;
+
+/// docs/receiver.md's code blocks, compiled as doctests (feature `receiver`).
+#[cfg(all(doctest, feature = "receiver"))]
+#[doc = include_str!("../docs/receiver.md")]
+struct ReceiverDoctests;
 
 /// docs/mcp.md's code blocks, compiled and run as doctests (feature `mcp`).
 #[cfg(all(doctest, feature = "mcp"))]

@@ -32,7 +32,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{
-    AtomicU64, AtomicUsize,
+    AtomicU32, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
 use std::time::Duration;
@@ -186,7 +186,13 @@ pub(crate) struct ToolStats {
     /// Read on every call, written only when raised: shared between threads.
     max_duration_ns: AtomicU64,
     /// Read on every call, written only when it moves (never at 1.0 on a run of successes).
-    ewma: AtomicU64,
+    /// 32 bits hold the fixed point (at most [`EWMA_SCALE`]).
+    ewma: AtomicU32,
+    /// Which entry of the tool these counters count in: the registry numbers every entry it
+    /// creates (the counts are "since the entry was created", so a coordinator sending their
+    /// differences tells an entry created again after an eviction from the one before). It
+    /// shares the word the EWMA's 32 bits leave: the entry stays within its memory budget.
+    pub(crate) incarnation: u32,
 }
 
 /// A consistent-enough copy of the counters (see the module's "Orderings").
@@ -235,18 +241,28 @@ impl StatsSnapshot {
 
 impl Default for ToolStats {
     fn default() -> Self {
+        Self::counting(0)
+    }
+}
+
+/// [`EWMA_SCALE`] in the EWMA's own width.
+const EWMA_ONE: u32 = EWMA_SCALE as u32;
+const _: () = assert!(EWMA_SCALE <= u32::MAX as u64);
+
+impl ToolStats {
+    /// Fresh counters of the tool's entry number `incarnation`.
+    pub(crate) fn counting(incarnation: u32) -> Self {
         Self {
             stripes: Box::default(),
             shadow_refused: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             coordinated_refused: AtomicU64::new(0),
             max_duration_ns: AtomicU64::new(0),
-            ewma: AtomicU64::new(EWMA_SCALE),
+            ewma: AtomicU32::new(EWMA_ONE),
+            incarnation,
         }
     }
-}
 
-impl ToolStats {
     /// Records one finished call (inlined: it is the record path's hot part).
     #[inline(always)]
     pub(crate) fn record(&self, success: bool, duration: Duration) {
@@ -316,7 +332,7 @@ impl ToolStats {
             s.total_duration_ns.store(0, Relaxed);
         }
         self.max_duration_ns.store(0, Relaxed);
-        self.ewma.store(EWMA_SCALE, Relaxed);
+        self.ewma.store(EWMA_ONE, Relaxed);
     }
 
     /// Records a call that failed through the caller's fault (e.g. invalid arguments): counted,
@@ -343,13 +359,14 @@ impl ToolStats {
     #[inline]
     fn step_ewma(&self, success: bool) {
         let cur = self.ewma.load(Relaxed);
-        let target = if success { EWMA_SCALE } else { 0 };
+        let target = if success { EWMA_ONE } else { 0 };
         if cur == target {
             return; // already at the fixed point: no write, no contention
         }
-        let _ = self
-            .ewma
-            .fetch_update(Relaxed, Relaxed, |prev| Some(ewma_step(prev, success)));
+        let _ = self.ewma.fetch_update(Relaxed, Relaxed, |prev| {
+            // At most `EWMA_SCALE`: fits.
+            Some(u32::try_from(ewma_step(u64::from(prev), success)).unwrap_or(EWMA_ONE))
+        });
     }
 
     /// The numbers since the last reset.
@@ -390,7 +407,7 @@ impl ToolStats {
             // Each stripe saturates and so does their sum: the total never wraps.
             total_duration_ns: sum(|s| &s.total_duration_ns),
             max_duration_ns: self.max_duration_ns.load(Relaxed),
-            ewma: self.ewma.load(Relaxed),
+            ewma: u64::from(self.ewma.load(Relaxed)),
         }
     }
 }

@@ -215,6 +215,55 @@ fn a_remote_close_closes_the_episode_it_saw_and_what_followed_it_only() {
     assert_eq!(r.breaker_state("t"), BreakerState::Open);
 }
 
+/// Issue 20, item 2: a remotely opened episode ends here (its probe succeeded: closed), the
+/// tool trips again, and a close naming the old episode arrives late — it used to close the new
+/// episode (any later generation passed), letting calls through to a tool failing now.
+#[test]
+fn a_late_remote_close_never_closes_a_newer_episode() {
+    let (r, clock) = setup();
+    let opened = r.coordination().open_remotely("t", 10 * SEC, true).unwrap();
+    clock.advance(10 * SEC);
+    let GateDecision::Probe(probe) = r.check("t") else {
+        panic!("the probe")
+    };
+    r.record_with_permit("t", probe, CallOutcome::Success, MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Closed);
+    // Failing again: a new episode, tripped here.
+    r.record_failure("t", MS);
+    r.record_failure("t", MS);
+    assert_eq!(r.breaker_state("t"), BreakerState::Open);
+    for late in [
+        opened.generation,
+        opened.generation + 1,
+        opened.generation + 2,
+    ] {
+        let recorded = r.coordination().close_remotely("t", late);
+        assert!(
+            recorded.is_empty(),
+            "a close of generation {late}: {recorded:?}"
+        );
+        assert_eq!(r.breaker_state("t"), BreakerState::Open);
+        assert!(!r.allow_request("t"), "calls reach a tool failing now");
+    }
+    // The same with the new episode opened by another replica, and a probe granted in it: its
+    // own close still closes it, the old one does not.
+    clock.advance(30 * SEC);
+    let again = r.coordination().open_remotely("t", 5 * SEC, false).unwrap();
+    clock.advance(5 * SEC);
+    assert!(matches!(r.check("t"), GateDecision::Probe(_)));
+    assert!(r
+        .coordination()
+        .close_remotely("t", opened.generation)
+        .is_empty());
+    assert_eq!(r.breaker_state("t"), BreakerState::HalfOpen);
+    let recorded = r.coordination().close_remotely("t", again.generation);
+    assert_eq!(
+        recorded.transition.map(|t| t.reason),
+        Some(TransitionReason::RemoteClose)
+    );
+    assert_eq!(r.breaker_state("t"), BreakerState::Closed);
+}
+
 #[test]
 fn coordinated_refusals_are_counted_apart_and_the_mark_ends_with_the_episode() {
     let (r, clock) = setup();

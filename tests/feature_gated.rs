@@ -35,6 +35,7 @@ const SUITES: &[(&str, bool, &str)] = &[
         cfg!(feature = "span-processor"),
         "feature `span-processor`",
     ),
+    ("receiver", cfg!(feature = "receiver"), "feature `receiver`"),
 ];
 
 fn main() -> ExitCode {

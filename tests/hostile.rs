@@ -26,7 +26,7 @@ use capture::Captured;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use support::{ALLOCATED, LIVE};
+use support::LIVE;
 use tool_health::{
     publish_metrics, Backoff, BreakerState, CallError, CallOutcome, CircuitBreakerConfig,
     GateDecision, ManualClock, NotRecorded, RegistryBuilder, ToolControl, ToolHealthLayer,
@@ -61,10 +61,13 @@ fn config() -> CircuitBreakerConfig {
 }
 
 /// Heap bytes allocated (not net: freed bytes count too) while `f` runs.
+/// What `f` allocated on this thread (the gate and the record run on the caller's thread;
+/// other threads of the process, such as a metrics reader left by an earlier test, allocate
+/// when they like).
 fn allocated_by<R>(f: impl FnOnce() -> R) -> (R, i64) {
-    let before = ALLOCATED.load(Ordering::Relaxed);
+    let before = support::thread_allocated();
     let r = f();
-    (r, ALLOCATED.load(Ordering::Relaxed) - before)
+    (r, support::thread_allocated() - before)
 }
 
 /// The bound RELIABILITY.md documents for one tracked tool, in bytes: 512 plus its name (plus

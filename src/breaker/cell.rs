@@ -27,15 +27,41 @@ use super::{BreakerState, Recorded, Transition, TransitionReason};
 #[derive(Debug)]
 pub(crate) struct Breaker {
     word: AtomicU64,
-    consecutive: AtomicU64,
+    /// Consecutive failures while Closed. 32 bits (the breaker is one cache line: the episode's
+    /// start and the tag fill the rest), saturating at `u32::MAX`.
+    consecutive: AtomicU32,
     /// How many times each edge of [`Transition::PAIRS`] was taken, saturating at `u32::MAX`
     /// (transitions are rare events; 32 bits keep five edges in the memory four 64-bit tallies
     /// took, and the budget per tool has no room for more).
     transitions: [AtomicU32; 5],
+    /// When the current episode began, as the low 32 bits of its instant in ticks (0: since
+    /// the breaker was made): the instant of the last step that changed the word's generation
+    /// (a trip, a probe grant, a probe's verdict, a release, a reset), written after the CAS
+    /// that made it. Records of calls reported after the fact (spans from another process,
+    /// [`Breaker::episode_start`]) read it to tell a result of the current episode from one
+    /// that ended before it began. 32 bits (memory per tool is a budget): read against now, they place the start within the last 49 days,
+    /// and a span older than that is not reported. A lease expiry keeps the generation, so
+    /// the episode it opens counts from the probe's grant. Never read on the gate's or the
+    /// record's fast path.
+    since: AtomicU32,
+    /// The policy's slow-call threshold in 1,024 ns units ([`ToolPolicy::slow_call_units`]),
+    /// mirrored so that the record path reads one atomic instead of the policy. Beside the
+    /// other 32-bit fields: the breaker takes the 8 bytes the entry kept for it.
+    slow: AtomicU32,
+    /// The generation of the word that began the current (or last) open episode — the word
+    /// that left Closed — so that a coordinator's close is bound to its episode (see
+    /// [`Event::RemoteClose`]). Written before the compare-and-swap that installs that word
+    /// (`Release`), read after loading the word (`Acquire`): every write of the word is a
+    /// read-modify-write, so a reader that sees the episode's word (or any later one) sees its
+    /// start, or a later attempt's — which can only make a close refuse, never wrongly close.
+    episode: AtomicU32,
     /// What the breaker remembers between episodes, in one word (memory per tool is a budget):
     /// bit 63, a failure-rate window is present (mirrors `window.is_some()`, so the success
-    /// fast path pays one relaxed load); bits 56–62, the backoff level of the current (or last)
-    /// open episode; bits 0–55, when the breaker last closed after a probe, in ticks
+    /// fast path pays one relaxed load); bit 62, a coordinator watches the tool's successes (the
+    /// success fast path leaves for the one that tells it, on the same load); bits 56–61, the
+    /// backoff level of the current (or last) open episode (64 levels: a cooldown doubled 63
+    /// times is "never" long before); bits 0–55, when the breaker last closed after a probe, in
+    /// ticks
     /// ([`Ticks::NEVER`]: not yet).
     history: AtomicU64,
     policy: ArcSwap<ToolPolicy>,
@@ -44,14 +70,30 @@ pub(crate) struct Breaker {
     /// Which breaker this is, for the permits it hands out (see [`Permit`]): written into every
     /// Closed word (where an Open word holds its deadline), so that an ordinary admission's
     /// permit is the closed word shifted, and a permit of another breaker never passes the
-    /// record's fast path. Fixed at creation: 32 bits (in the padding the tallies leave), which
+    /// record's fast path. Fixed at creation: 32 bits, which
     /// the word's 40-bit field holds zero-extended.
     tag: u32,
 }
 
+// 72 bytes: the word, the 32-bit consecutive counter, five 32-bit tallies, three 32-bit marks
+// (the open episode's generation, the current episode's start, the tag), the slow-call
+// threshold, the history word, the policy and the window. The gate's and the record's fast
+// paths read the word, the history and the threshold.
+#[cfg(not(all(test, tool_health_loom)))]
+const _: () = assert!(std::mem::size_of::<Breaker>() == 72);
+
 const HISTORY_WINDOW: u64 = 1 << 63;
+
+/// [`Breaker::since`]'s value for an episode that began at `at` (never 0: 0 is "since the
+/// breaker was made").
+fn since_word(at: Ticks) -> u32 {
+    (at.get() as u32).max(1)
+}
+const HISTORY_WATCHED: u64 = 1 << 62;
+/// The bits that send a success on a Closed breaker off the fast path.
+const HISTORY_SLOW_SUCCESS: u64 = HISTORY_WINDOW | HISTORY_WATCHED;
 const HISTORY_LEVEL_SHIFT: u32 = 56;
-const HISTORY_LEVEL_MAX: u64 = 0x7F;
+const HISTORY_LEVEL_MAX: u64 = 0x3F;
 const HISTORY_CLOSED_MASK: u64 = (1 << HISTORY_LEVEL_SHIFT) - 1;
 
 impl Breaker {
@@ -69,9 +111,12 @@ impl Breaker {
     pub(crate) fn starting_at(policy: Arc<ToolPolicy>, generation: u32, tag: u32) -> Self {
         let b = Self {
             word: AtomicU64::new(Word::closed(generation).tagged(u64::from(tag)).encode()),
-            consecutive: AtomicU64::new(0),
+            consecutive: AtomicU32::new(0),
             transitions: std::array::from_fn(|_| AtomicU32::new(0)),
+            episode: AtomicU32::new(generation),
             history: AtomicU64::new(Ticks::NEVER.get()),
+            since: AtomicU32::new(0),
+            slow: AtomicU32::new(crate::policy::SLOW_CALL_OFF),
             policy: ArcSwap::new(Arc::clone(&policy)),
             window: ArcSwapOption::empty(),
             tag,
@@ -82,6 +127,7 @@ impl Breaker {
 
     /// Installs a policy on a live breaker; state and counters are kept.
     pub(crate) fn set_policy(&self, policy: Arc<ToolPolicy>) {
+        self.slow.store(policy.slow_call_units(), Ordering::Relaxed);
         match policy.trip {
             TripPolicy::FailureRate { window, .. } => {
                 self.window.store(Some(Arc::new(RateWindow::new(window))));
@@ -95,6 +141,14 @@ impl Breaker {
         self.policy.store(policy);
     }
 
+    /// Whether a call of `duration` is slow by the policy's threshold (a failure for the
+    /// breaker): its duration in 1,024 ns units, saturated to 32 bits, above the threshold's.
+    #[inline(always)]
+    pub(crate) fn is_slow(&self, duration: Duration) -> bool {
+        let units = crate::clock::duration_to_nanos(duration) >> crate::policy::SLOW_CALL_SHIFT;
+        units.min(u64::from(u32::MAX)) > u64::from(self.slow.load(Ordering::Relaxed))
+    }
+
     pub(crate) fn policy(&self) -> Arc<ToolPolicy> {
         self.policy.load_full()
     }
@@ -102,6 +156,23 @@ impl Breaker {
     #[inline(always)]
     fn has_window(&self, order: Ordering) -> bool {
         self.history.load(order) & HISTORY_WINDOW != 0
+    }
+
+    /// Whether a coordinator watches this tool's successes (see [`Breaker::watch`]).
+    #[inline]
+    pub(crate) fn watched(&self) -> bool {
+        self.history.load(Ordering::Relaxed) & HISTORY_WATCHED != 0
+    }
+
+    /// Sends every success off the fast path (`on`), so that the record path can tell a
+    /// coordinator about it, or back onto it. Relaxed: a success racing the change may take
+    /// either path, as a success just before or after it would.
+    pub(crate) fn watch(&self, on: bool) {
+        if on {
+            self.history.fetch_or(HISTORY_WATCHED, Ordering::Relaxed);
+        } else {
+            self.history.fetch_and(!HISTORY_WATCHED, Ordering::Relaxed);
+        }
     }
 
     /// Replaces the bits of `mask` in the history word with `value` (which lies within `mask`).
@@ -142,7 +213,7 @@ impl Breaker {
     }
 
     pub(crate) fn consecutive_failures(&self) -> u64 {
-        self.consecutive.load(Ordering::SeqCst)
+        u64::from(self.consecutive.load(Ordering::SeqCst))
     }
 
     /// How many times each edge of [`Transition::PAIRS`] was taken.
@@ -190,6 +261,37 @@ impl Breaker {
     /// The generation of the current episode.
     pub(crate) fn generation(&self) -> u32 {
         self.load().generation
+    }
+
+    /// The current word and when its episode began (see [`Breaker::since`]), read at `now`.
+    /// For the instant while the step that began an episode has installed its word and not
+    /// yet written when, the previous episode's start is read.
+    pub(crate) fn episode_start(&self, now: Ticks) -> (Word, Ticks) {
+        let w = self.load();
+        let since = self.since.load(Ordering::Acquire);
+        if since == 0 {
+            return (w, Ticks::ZERO);
+        }
+        let ago = (now.get() as u32).wrapping_sub(since);
+        // More than half the range ago: written just after our reading of now (it began now).
+        let began = if ago > u32::MAX / 2 {
+            now
+        } else {
+            Ticks::new(now.get().saturating_sub(u64::from(ago)))
+        };
+        (w, began)
+    }
+
+    /// Writes when an episode began, unless a newer episode's start is there already (two
+    /// transitions racing may write in either order: the later instant stays).
+    fn began(&self, at: Ticks) {
+        let new = since_word(at);
+        let _ = self
+            .since
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |old| {
+                let ahead = new.wrapping_sub(old);
+                (old == 0 || (ahead != 0 && ahead <= u32::MAX / 2)).then_some(new)
+            });
     }
 
     /// The gate: may grant the probe. `now` is read lazily: a Closed breaker never asks the clock.
@@ -273,10 +375,10 @@ impl Breaker {
 
     /// The hot path of [`Breaker::on_success`], for callers that can return early: a success on
     /// a Closed breaker (through a permit of this breaker and of its generation, if any) with
-    /// no failure-rate window only resets the counter, and this does it and answers `true`.
-    /// `false`: any other case, for [`Breaker::on_success`] to decide (it re-reads the word).
-    /// Through a permit, state, generation and tag are compared with the word in one
-    /// comparison (the permit's [`closed_word`](Permit::closed_word)).
+    /// no failure-rate window and no coordinator watching only resets the counter, and this does
+    /// it and answers `true`. `false`: any other case, for [`Breaker::on_success`] to decide (it
+    /// re-reads the word). Through a permit, state, generation and tag are compared with the word
+    /// in one comparison (the permit's [`closed_word`](Permit::closed_word)).
     #[inline(always)]
     pub(crate) fn success_if_closed(&self, permit: Option<Permit>) -> bool {
         let raw = self.word.load(Ordering::Acquire);
@@ -284,7 +386,7 @@ impl Breaker {
             None => Word::closed_key(raw).is_some(),
             Some(p) => raw == p.closed_word(),
         };
-        if closed && !self.has_window(Ordering::Relaxed) {
+        if closed && self.history.load(Ordering::Relaxed) & HISTORY_SLOW_SUCCESS == 0 {
             if self.consecutive.load(Ordering::Relaxed) != 0 {
                 self.consecutive.store(0, Ordering::Relaxed);
             }
@@ -321,10 +423,12 @@ impl Breaker {
         // them sees the threshold. A failure the breaker rejects (stale) takes its count back.
         // SeqCst: the registry's eviction handshake reads this counter to decide that a tool is
         // fresh (see `ToolHealthRegistry::touch`).
-        let count = self
-            .consecutive
-            .fetch_add(1, Ordering::SeqCst)
-            .saturating_add(1);
+        let before = self.consecutive.fetch_add(1, Ordering::SeqCst);
+        if before == u32::MAX {
+            // Saturate rather than wrap (only reachable with tripping off: threshold 0).
+            self.consecutive.store(u32::MAX, Ordering::SeqCst);
+        }
+        let count = u64::from(before) + 1;
         let p = self.policy.load();
         let rate = match (p.trip, &*self.window.load()) {
             (
@@ -453,7 +557,11 @@ impl Breaker {
         self.apply(
             self.load(),
             now,
-            |_| (Event::RemoteClose { since }, t),
+            // After the word was loaded (see `episode`).
+            |_| {
+                let episode = self.episode.load(Ordering::Acquire);
+                (Event::RemoteClose { since, episode }, t)
+            },
             |s, _| {
                 if s.transition.is_some() {
                     self.set_history(HISTORY_CLOSED_MASK, now.at.get());
@@ -491,7 +599,7 @@ impl Breaker {
 
     /// Back to fresh: closed, counters zero, backoff forgotten. The generation still grows, so
     /// permits handed out before the reset are stale afterwards.
-    pub(crate) fn reset(&self) {
+    pub(crate) fn reset(&self, now: Ticks) {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
             let fresh = Word::closed(next_gen(Word::decode(cur).generation))
@@ -501,7 +609,10 @@ impl Breaker {
                 .word
                 .compare_exchange_weak(cur, fresh, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => break,
+                Ok(_) => {
+                    self.began(now);
+                    break;
+                }
                 Err(actual) => cur = actual,
             }
         }
@@ -531,6 +642,10 @@ impl Breaker {
             let mut s = step(w, ev, now, &t);
             // A Closed word carries the breaker's tag (see `tag`); the pure step knows nothing of it.
             s.next = s.next.tagged(self.tag());
+            if w.state == CLOSED && s.next.state != CLOSED {
+                // An open episode begins: its start, before its word (see `episode`).
+                self.episode.store(s.next.generation, Ordering::Release);
+            }
             let installed = s.next == w
                 || self
                     .word
@@ -547,6 +662,9 @@ impl Breaker {
             }
             if s.reset_counter {
                 self.consecutive.store(0, Ordering::Relaxed);
+            }
+            if s.next.generation != w.generation {
+                self.began(now.at);
             }
             done(&s, w);
             let expired = (s.expired_lease && s.next != w).then_some(Transition {

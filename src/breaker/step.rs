@@ -106,8 +106,12 @@ pub(crate) enum Event {
     RemoteOpen { until: Ticks, abort_probe: bool },
     /// A coordinator's decision made elsewhere: another replica's probe succeeded. Closes an
     /// open or half-open breaker whose generation is `since` or a later one of the same run
-    /// (probe grants and releases that followed it); a breaker already closed stays as it is.
-    RemoteClose { since: u32 },
+    /// (probe grants and releases that followed it), provided `since` is of the breaker's
+    /// current episode — `episode`, the generation its current open episode began with (the
+    /// word that left Closed): a close about an episode that ended here since (the breaker
+    /// closed, then tripped again) never closes the newer one. A breaker already closed stays
+    /// as it is.
+    RemoteClose { since: u32, episode: u32 },
     /// Puts back an open deadline a coordinator extended: an Open word of `generation` whose
     /// deadline is still exactly `from` gets `to`; any other word is left alone (something
     /// newer happened, and it stands).
@@ -275,7 +279,9 @@ pub(crate) fn step(w: Word, ev: Event, clock: Now, t: &Timing) -> Step {
         (Event::RemoteOpen { .. }, Effective::HalfOpen { .. }) => {}
 
         (Event::RemoteClose { .. }, Effective::Closed) => {}
-        (Event::RemoteClose { since }, eff) if continues(since, w.generation) => {
+        (Event::RemoteClose { since, episode }, eff)
+            if continues(since, w.generation) && continues(episode, since) =>
+        {
             out.next = Word::closed(next_gen(w.generation));
             out.reset_counter = true;
             out.transition = transition(eff.state(), S::Closed, TransitionReason::RemoteClose);
@@ -491,7 +497,8 @@ mod tests {
 
     #[test]
     fn a_remote_close_closes_its_episode_and_what_followed_never_another() {
-        let rc = |since| Event::RemoteClose { since };
+        // The open episodes below began at generation 3 or later.
+        let rc = |since| Event::RemoteClose { since, episode: 3 };
         let o = Word::open(5, ticks(30_000));
         let s = run(o, rc(5), 1_000);
         assert_eq!(s.next, Word::closed(6));
@@ -512,7 +519,26 @@ mod tests {
         );
         // Generations wrap.
         let w = Word::open(1, ticks(9));
-        assert_eq!(run(w, rc(GEN_MASK), 1).next, Word::closed(2));
+        let wrapped = Event::RemoteClose {
+            since: GEN_MASK,
+            episode: GEN_MASK - 1,
+        };
+        assert_eq!(run(w, wrapped, 1).next, Word::closed(2));
+        // The episode `since` named ended here (closed, tripped again at 7): the newer one
+        // stays open, whatever followed it.
+        let newer = |since| Event::RemoteClose { since, episode: 7 };
+        assert_eq!(
+            run(Word::open(7, ticks(9)), newer(5), 1).next,
+            Word::open(7, ticks(9))
+        );
+        assert_eq!(
+            run(Word::half_open(8, ticks(99)), newer(5), 1).next,
+            Word::half_open(8, ticks(99))
+        );
+        assert_eq!(
+            run(Word::open(9, ticks(9)), newer(7), 1).next,
+            Word::closed(10)
+        );
     }
 
     #[test]

@@ -261,7 +261,10 @@ impl FleetBuilder {
     }
 
     /// The probe lease for tools without a local one (`probe_timeout` zero); default 30 s.
-    /// Tools with a `probe_timeout` lease the fleet's probe for that long.
+    /// Tools with a `probe_timeout` lease the fleet's probe for that long. A won claim lasts
+    /// the lease plus twice `lead` (2 × the command timeout) past the cooldown — the winner's
+    /// gate may grant the probe until `lead` before it ends — and a probe granted is covered
+    /// for its lease plus `lead` from then (a prober that died frees it after that).
     pub fn probe_lease(mut self, lease: Duration) -> Self {
         self.probe_lease = lease;
         self

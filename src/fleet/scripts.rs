@@ -29,6 +29,10 @@ pub(super) struct Scripts {
     pub(super) control: Script,
     /// New counts into the fleet's failure-rate window, and the window's sums.
     pub(super) counts: Script,
+    /// The probe lease's holder extends it (its probe is in flight) or gives it back.
+    pub(super) lease: Script,
+    /// A replica's new failures (or a success) into the tool's fleet-wide failure streak.
+    pub(super) streak: Script,
 }
 
 impl Scripts {
@@ -40,6 +44,8 @@ impl Scripts {
             poll: Script::from_lua(lua!("poll")),
             control: Script::from_lua(lua!("control")),
             counts: Script::from_lua(lua!("counts")),
+            lease: Script::from_lua(lua!("lease")),
+            streak: Script::from_lua(lua!("streak")),
         }
     }
 }

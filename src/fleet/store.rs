@@ -1,5 +1,5 @@
-//! The store connection: two fred clients (commands, and a subscriber that re-subscribes after
-//! every reconnect), built never to block and never to wait forever.
+//! The store connection: two fred clients (commands, and a subscriber), built never to block
+//! and never to wait forever.
 //!
 //! * `fail_fast = false` and an endless constant reconnect policy: `start` never waits for the
 //!   store, and a store that is down at startup is connected to as soon as it is up.
@@ -8,6 +8,10 @@
 //!   connection.
 //! * `max_command_attempts = 1`: a command is never replayed after a reconnect (the counts are
 //!   not idempotent).
+//! * The subscription is the task's to make, after every connection of the subscriber
+//!   ([`Store::subscribe`] answers once the server confirmed it): a replica reads as connected
+//!   only while it hears the events channel — messages published while the subscription was
+//!   down are read back by the round that follows it (the poll comes after the subscribe).
 //! * Credentials: fred's `Config` and `Builder` print the password in `Debug`; they are never
 //!   formatted here, and every error text from the client goes through [`Store::redact`].
 
@@ -93,6 +97,12 @@ fn scheme(url: &str) -> Result<(bool, bool), FleetError> {
     }
 }
 
+/// How long the clients wait between two connection attempts: the poll interval, within
+/// 50–500 ms.
+pub(super) fn reconnect_delay(poll_interval: Duration) -> Duration {
+    poll_interval.clamp(Duration::from_millis(50), Duration::from_millis(500))
+}
+
 impl Store {
     /// The clients, not connected yet.
     pub(super) fn new(b: &FleetBuilder) -> Result<Self, FleetError> {
@@ -150,7 +160,7 @@ impl Store {
             .with_performance_config(|p| p.default_command_timeout = t)
             .set_policy(ReconnectPolicy::new_constant(
                 0,
-                u32::try_from(b.poll_interval.as_millis().clamp(50, 500)).unwrap_or(500),
+                u32::try_from(reconnect_delay(b.poll_interval).as_millis()).unwrap_or(500),
             ));
         let client = builder
             .build()
@@ -175,7 +185,6 @@ impl Store {
         // Detached: the connection tasks live as long as the clients (until `quit`).
         drop(self.client.connect());
         drop(self.subscriber.connect());
-        drop(self.subscriber.manage_subscriptions());
     }
 
     /// The events channel's messages.
@@ -195,17 +204,34 @@ impl Store {
         self.client.error_rx()
     }
 
+    /// Every successful connection of the subscriber, the first one included: its subscription
+    /// is gone with the connection it was made on.
+    pub(super) fn subscriber_connections(
+        &self,
+    ) -> broadcast::Receiver<fred::types::config::Server> {
+        self.subscriber.reconnect_rx()
+    }
+
+    /// The subscriber's connection errors (its connection closed or could not be made).
+    pub(super) fn subscriber_errors(
+        &self,
+    ) -> broadcast::Receiver<(FredError, Option<fred::types::config::Server>)> {
+        self.subscriber.error_rx()
+    }
+
+    /// Whether the subscriber's connection is up now.
+    pub(super) fn subscriber_connected(&self) -> bool {
+        self.subscriber.is_connected()
+    }
+
     /// The events channel's name.
     pub(super) fn channel(&self) -> &str {
         &self.channel
     }
 
-    /// Subscribes to the events channel unless the subscriber already tracks it (it then
-    /// re-subscribes by itself after every reconnect).
-    pub(super) async fn ensure_subscribed(&self) -> Result<(), StoreError> {
-        if !self.subscriber.tracked_channels().is_empty() {
-            return Ok(());
-        }
+    /// Subscribes to the events channel on the subscriber's current connection; answers once
+    /// the server confirmed it (bounded).
+    pub(super) async fn subscribe(&self) -> Result<(), StoreError> {
         self.bounded(self.subscriber.subscribe(self.channel.clone()))
             .await
     }

@@ -208,12 +208,20 @@ impl SharedState {
                 let ep = int(ep, MAX_INT).filter(|e| *e > 0)?;
                 let by = ReplicaId::parse(by)?;
                 match st.as_str() {
-                    "o" => SharedState::Open {
-                        ep,
-                        remaining: ms(remaining)?,
-                        cooldown: ms(cooldown)?,
-                        by,
-                    },
+                    "o" => {
+                        let (remaining, cooldown) = (ms(remaining)?, ms(cooldown)?);
+                        // An episode's cooldown never has more left than its whole length:
+                        // a longer wait is no replica's (it would hold every replica open).
+                        if remaining > cooldown {
+                            return None;
+                        }
+                        SharedState::Open {
+                            ep,
+                            remaining,
+                            cooldown,
+                            by,
+                        }
+                    }
                     "c" => SharedState::Closed { ep, by },
                     _ => return None,
                 }
@@ -446,6 +454,97 @@ pub(crate) fn settle_reply(f: &[String]) -> Option<Reply<SettleReply>> {
     })
 }
 
+/// What the lease script answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LeaseReply {
+    /// This replica holds the lease for `ttl` more.
+    Held { ttl: Duration },
+    /// This replica's lease was given back.
+    Released,
+    /// `holder` holds it for `ttl` more.
+    Lost { holder: ReplicaId, ttl: Duration },
+    /// Nobody holds it.
+    None,
+    /// The episode is not the open one any more.
+    Stale(SharedState),
+}
+
+pub(crate) fn lease_reply(f: &[String], me: ReplicaId) -> Option<Reply<LeaseReply>> {
+    let (boot, corrupt) = tail(f)?;
+    let value = match f.first()?.as_str() {
+        "stale" => {
+            let [_, state @ .., _, _] = f else {
+                return None;
+            };
+            LeaseReply::Stale(SharedState::parse(state)?)
+        }
+        code => {
+            let [_, holder, ttl, _, _] = f else {
+                return None;
+            };
+            let holder = ReplicaId::parse(holder)?;
+            let ttl = ms(ttl)?;
+            match code {
+                "held" if holder == me => LeaseReply::Held { ttl },
+                "released" if holder == me => LeaseReply::Released,
+                "none" => LeaseReply::None,
+                "lost" if holder != me => LeaseReply::Lost { holder, ttl },
+                _ => return None,
+            }
+        }
+    };
+    Some(Reply {
+        value,
+        boot,
+        corrupt,
+    })
+}
+
+/// What the streak script answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StreakReply {
+    /// The tool's fleet-wide streak is open: `n` failures, the strictest threshold `threshold`.
+    Streak { n: u64, threshold: u64 },
+    /// No streak (a success ended it, or there was none).
+    None,
+    /// The tool is open fleet-wide: no streak while it is.
+    Open,
+    /// This report reached the threshold: episode `ep` opened for `cooldown`.
+    Tripped { ep: u64, cooldown: Duration },
+    /// A newer format holds the tool's state: this replica stays local for it.
+    Future,
+}
+
+pub(crate) fn streak_reply(f: &[String]) -> Option<Reply<StreakReply>> {
+    let [code, n, threshold, ep, cooldown, _, _] = f else {
+        return None;
+    };
+    let (boot, corrupt) = tail(f)?;
+    let value = match code.as_str() {
+        "streak" => StreakReply::Streak {
+            n: int(n, MAX_INT).filter(|n| *n > 0)?,
+            threshold: int(threshold, MAX_THRESHOLD)?,
+        },
+        "none" => StreakReply::None,
+        "open" => StreakReply::Open,
+        "tripped" => StreakReply::Tripped {
+            ep: int(ep, MAX_INT).filter(|e| *e > 0)?,
+            cooldown: ms(cooldown)?,
+        },
+        "future" => StreakReply::Future,
+        _ => return None,
+    };
+    Some(Reply {
+        value,
+        boot,
+        corrupt,
+    })
+}
+
+/// The largest threshold on the wire (a breaker's `failure_threshold` is a `u32`; the scripts
+/// bound it at 10^9).
+const MAX_THRESHOLD: u64 = 1_000_000_000;
+
 /// One tool in a poll reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Polled {
@@ -454,10 +553,13 @@ pub(crate) struct Polled {
     pub(crate) control: ControlField,
 }
 
-/// A poll reply: the tools, and how many of them could not be read (skipped).
+/// A poll reply: the tools, the open failure streaks, and how many of either could not be read
+/// (skipped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PollReply {
     pub(crate) tools: Vec<Polled>,
+    /// Open fleet-wide failure streaks: (tool, failures, strictest threshold).
+    pub(crate) streaks: Vec<(String, u64, u64)>,
     pub(crate) unreadable: u64,
 }
 
@@ -470,11 +572,27 @@ pub(crate) fn poll_reply(f: &[String]) -> Option<Reply<PollReply>> {
     let boot = boot(b)?;
     let corrupt = int(corrupt, MAX_INT)?;
     let count = usize::try_from(int(count, MAX_INT)?).ok()?;
-    if rest.len() != count.checked_mul(POLL_FIELDS)? {
+    let (rest, tail) = rest.split_at_checked(count.checked_mul(POLL_FIELDS)?)?;
+    let [scount, tail @ ..] = tail else {
+        return None;
+    };
+    let scount = usize::try_from(int(scount, MAX_INT)?).ok()?;
+    if tail.len() != scount.checked_mul(3)? {
         return None;
     }
     let mut tools = Vec::with_capacity(count);
     let mut unreadable = 0;
+    let mut streaks = Vec::with_capacity(scount);
+    for s in tail.chunks_exact(3) {
+        match (
+            decode_tool(&s[0]),
+            int(&s[1], MAX_INT),
+            int(&s[2], MAX_THRESHOLD),
+        ) {
+            (Some(tool), Some(n), Some(thr)) if n > 0 => streaks.push((tool, n, thr)),
+            _ => unreadable += 1,
+        }
+    }
     for t in rest.chunks_exact(POLL_FIELDS) {
         let parsed = (|| {
             Some(Polled {
@@ -489,32 +607,41 @@ pub(crate) fn poll_reply(f: &[String]) -> Option<Reply<PollReply>> {
         }
     }
     Some(Reply {
-        value: PollReply { tools, unreadable },
+        value: PollReply {
+            tools,
+            streaks,
+            unreadable,
+        },
         boot,
         corrupt,
     })
 }
 
-/// A counts reply: the fleet window's (successes, failures) per tool.
-pub(crate) fn counts_reply(f: &[String]) -> Option<Reply<Vec<(String, u64, u64)>>> {
+/// A counts reply: the fleet window's (successes, failures) per tool, and how many tools' sums
+/// could not be read (skipped: the others still count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CountsReply {
+    pub(crate) tools: Vec<(String, u64, u64)>,
+    pub(crate) unreadable: u64,
+}
+
+pub(crate) fn counts_reply(f: &[String]) -> Option<Reply<CountsReply>> {
     let [b, corrupt, rest @ ..] = f else {
         return None;
     };
     if rest.len() % 3 != 0 {
         return None;
     }
-    let value = rest
-        .chunks_exact(3)
-        .map(|t| {
-            Some((
-                decode_tool(&t[0])?,
-                int(&t[1], MAX_INT)?,
-                int(&t[2], MAX_INT)?,
-            ))
-        })
-        .collect::<Option<Vec<_>>>()?;
+    let mut tools = Vec::with_capacity(rest.len() / 3);
+    let mut unreadable = 0;
+    for t in rest.chunks_exact(3) {
+        match (decode_tool(&t[0]), int(&t[1], MAX_INT), int(&t[2], MAX_INT)) {
+            (Some(tool), Some(s), Some(f)) => tools.push((tool, s, f)),
+            _ => unreadable += 1,
+        }
+    }
     Some(Reply {
-        value,
+        value: CountsReply { tools, unreadable },
         boot: boot(b)?,
         corrupt: int(corrupt, MAX_INT)?,
     })
@@ -553,6 +680,11 @@ pub(crate) enum EventKind {
     Close { ep: u64 },
     /// An operator's control changed.
     Control(SharedControl),
+    /// A fleet-wide failure streak opened (or its threshold got stricter): `n` failures, the
+    /// strictest threshold `threshold`.
+    Streak { n: u64, threshold: u64 },
+    /// A success ended the tool's fleet-wide failure streak.
+    StreakOver,
 }
 
 /// The longest message accepted.
@@ -571,15 +703,26 @@ pub(crate) fn event(msg: &[u8]) -> Option<Event> {
         return None;
     }
     let kind = match kind {
-        "o" => EventKind::Open {
-            ep: int(a, MAX_INT).filter(|e| *e > 0)?,
-            remaining: ms(b)?,
-            cooldown: ms(c)?,
-        },
+        "o" => {
+            let (remaining, cooldown) = (ms(b)?, ms(c)?);
+            if remaining > cooldown {
+                return None; // see `SharedState::parse`
+            }
+            EventKind::Open {
+                ep: int(a, MAX_INT).filter(|e| *e > 0)?,
+                remaining,
+                cooldown,
+            }
+        }
         "c" => EventKind::Close {
             ep: int(a, MAX_INT).filter(|e| *e > 0)?,
         },
         "k" => EventKind::Control(SharedControl::parse(a, b, c, d, e)?),
+        "s" => EventKind::Streak {
+            n: int(a, MAX_INT).filter(|n| *n > 0)?,
+            threshold: int(b, MAX_THRESHOLD)?,
+        },
+        "z" => EventKind::StreakOver,
         _ => return None,
     };
     Some(Event {
@@ -695,6 +838,59 @@ mod tests {
     }
 
     #[test]
+    fn lease_streak_and_counts_replies_parse_only_in_their_exact_shape() {
+        let me = ReplicaId::parse(ME).unwrap();
+        let lease = |f: &[&str]| lease_reply(&v(f), me).map(|r| r.value);
+        assert_eq!(
+            lease(&["held", ME, "900", "17", "0"]),
+            Some(LeaseReply::Held {
+                ttl: Duration::from_millis(900)
+            })
+        );
+        assert_eq!(
+            lease(&["released", ME, "0", "17", "0"]),
+            Some(LeaseReply::Released)
+        );
+        assert!(matches!(
+            lease(&["lost", OTHER, "5", "17", "0"]),
+            Some(LeaseReply::Lost { .. })
+        ));
+        for bad in [
+            &["held", OTHER, "900", "17", "0"][..],
+            &["lost", ME, "900", "17", "0"],
+            &["held", ME, "-1", "17", "0"],
+            &["held", ME, "900", "17"],
+        ] {
+            assert_eq!(lease(bad), None, "{bad:?}");
+        }
+        let streak = |f: &[&str]| streak_reply(&v(f)).map(|r| r.value);
+        assert_eq!(
+            streak(&["streak", "2", "3", "0", "0", "17", "0"]),
+            Some(StreakReply::Streak { n: 2, threshold: 3 })
+        );
+        assert_eq!(
+            streak(&["tripped", "3", "3", "99", "5000", "17", "0"]),
+            Some(StreakReply::Tripped {
+                ep: 99,
+                cooldown: Duration::from_secs(5)
+            })
+        );
+        for bad in [
+            &["streak", "0", "3", "0", "0", "17", "0"][..],
+            &["tripped", "3", "3", "0", "5000", "17", "0"],
+            &["streak", "2", "3", "0", "0", "17"],
+            &["what", "2", "3", "0", "0", "17", "0"],
+        ] {
+            assert_eq!(streak(bad), None, "{bad:?}");
+        }
+        // One tool's unreadable sums leave the others of the batch readable.
+        let r = counts_reply(&v(&["17", "0", "61", "-", "-", "62", "3", "4"])).unwrap();
+        assert_eq!(r.value.tools, vec![("b".to_owned(), 3, 4)]);
+        assert_eq!(r.value.unreadable, 1);
+        assert_eq!(counts_reply(&v(&["17", "0", "61", "1"])), None);
+    }
+
+    #[test]
     fn a_poll_reply_skips_the_tools_it_cannot_read_and_keeps_the_others() {
         let good = [
             "736561726368",
@@ -717,8 +913,10 @@ mod tests {
         let mut f = v(&["17", "1", "2"]);
         f.extend(v(&good));
         f.extend(v(&bad));
+        f.extend(v(&["2", "736561726368", "2", "3", "zz", "1", "3"]));
         let r = poll_reply(&f).unwrap();
-        assert_eq!(r.value.unreadable, 1);
+        assert_eq!(r.value.streaks, vec![("search".to_owned(), 2, 3)]);
+        assert_eq!(r.value.unreadable, 2, "a tool and a streak skipped");
         assert_eq!(r.value.tools.len(), 1);
         assert_eq!(r.value.tools[0].tool, "search");
         assert_eq!(
@@ -734,7 +932,13 @@ mod tests {
         );
         let mut short = v(&["17", "1", "2"]);
         short.extend(v(&good));
+        short.push("0".into());
         assert_eq!(poll_reply(&short), None, "the count must match");
+        let mut no_streaks = v(&["17", "1", "1"]);
+        no_streaks.extend(v(&good));
+        assert_eq!(poll_reply(&no_streaks), None, "the streak count is there");
+        no_streaks.push("0".into());
+        assert!(poll_reply(&no_streaks).is_some());
     }
 
     #[test]
@@ -761,6 +965,21 @@ mod tests {
             assert_eq!(event(bad.as_bytes()), None, "{bad}");
         }
         assert_eq!(event(&[0xff, 0xfe, 0x20]), None);
+        let streak = format!("v1 s 736561726368 2 3 0 0 0 {OTHER} 17");
+        assert_eq!(
+            event(streak.as_bytes()).unwrap().kind,
+            EventKind::Streak { n: 2, threshold: 3 }
+        );
+        let over = format!("v1 z 736561726368 0 0 0 0 0 {OTHER} 17");
+        assert_eq!(event(over.as_bytes()).unwrap().kind, EventKind::StreakOver);
+        for bad in [
+            format!("v1 s 736561726368 0 3 0 0 0 {OTHER} 17"),
+            format!("v1 s 736561726368 2 1000000001 0 0 0 {OTHER} 17"),
+            // More cooldown left than the whole cooldown: no replica's.
+            format!("v1 o 736561726368 9 5000 200 0 0 {OTHER} 17"),
+        ] {
+            assert_eq!(event(bad.as_bytes()), None, "{bad}");
+        }
     }
 
     proptest::proptest! {
@@ -776,6 +995,8 @@ mod tests {
             let _ = settle_reply(&f);
             let _ = poll_reply(&f);
             let _ = counts_reply(&f);
+            let _ = lease_reply(&f, me);
+            let _ = streak_reply(&f);
             let _ = control_reply(&f);
             let _ = event(&bytes);
             let _ = event(f.join(" ").as_bytes());

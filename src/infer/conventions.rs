@@ -30,6 +30,9 @@ type Str = Cow<'static, str>;
 /// conventions past it are never matched.
 pub const MAX_CONVENTIONS: usize = 127;
 
+/// The error type the other languages' caller errors read as (a caller error by default).
+const INVALID_ARGUMENTS: &str = "invalid_arguments";
+
 /// How many [`kind`](Convention::kind) checks a convention can hold; later ones are ignored.
 const MAX_KINDS: usize = 8;
 
@@ -73,9 +76,16 @@ pub struct Convention {
     error_type_fields: Vec<Str>,
     failure_fields: Vec<Str>,
     outcome_field: Option<Str>,
+    /// `(field, value, error type)`: recorded with that value, the call's error type.
+    error_type_when: Vec<(Str, Str, Str)>,
+    /// `(field, path)`: a JSON text whose string at `path` is the framework's verdict.
+    outcome_in_json: Option<(Str, Vec<Str>)>,
+    /// `(raw, error type)`: an error event's error type `raw` reads as the other.
+    event_error_types: Vec<(Str, Str)>,
     completion_marker: bool,
     late_failure: Option<LateFailure>,
     sdk_only: bool,
+    nests: bool,
 }
 
 /// How a framework reports a tool call's failure *after* the call's span: an event in the
@@ -197,9 +207,13 @@ impl fmt::Debug for Convention {
             .field("error_type_fields", &self.error_type_fields)
             .field("failure_fields", &self.failure_fields)
             .field("outcome_field", &self.outcome_field)
+            .field("error_type_when", &self.error_type_when)
+            .field("outcome_in_json", &self.outcome_in_json)
+            .field("event_error_types", &self.event_error_types)
             .field("completion_marker", &self.completion_marker)
             .field("late_failure", &self.late_failure)
             .field("sdk_only", &self.sdk_only)
+            .field("nests", &self.nests)
             .finish()
     }
 }
@@ -219,9 +233,13 @@ impl Convention {
             error_type_fields: Vec::new(),
             failure_fields: Vec::new(),
             outcome_field: None,
+            error_type_when: Vec::new(),
+            outcome_in_json: None,
+            event_error_types: Vec::new(),
             completion_marker: true,
             late_failure: None,
             sdk_only: false,
+            nests: false,
         }
     }
 
@@ -333,6 +351,52 @@ impl Convention {
         self
     }
 
+    /// When `field` is recorded with exactly `value`, the call's error type is `error_type`
+    /// (read like `error.type`): how a framework that marks a caller error in a field of its
+    /// own is told apart — Pydantic AI's `pydantic_ai.tool.failure_stage` = `validation` is
+    /// `invalid_arguments`, a caller error by default.
+    #[must_use]
+    pub fn error_type_when(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+        error_type: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.error_type_when
+            .push((field.into(), value.into(), error_type.into()));
+        self
+    }
+
+    /// `field` holds a JSON text whose string value at `path` (object keys, outermost first)
+    /// is the framework's own verdict, read as an [outcome field](Self::outcome_field)'s:
+    /// LangChain's tool message in OpenInference's `output.value`, whose `data.status` is
+    /// `success` or `error` (a handled `ToolException` leaves the span's status OK and says
+    /// `error` only there). Anything else there, or text that is not such JSON, decides
+    /// nothing.
+    #[must_use]
+    pub fn outcome_in_json<I, S>(mut self, field: impl Into<Cow<'static, str>>, path: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Cow<'static, str>>,
+    {
+        self.outcome_in_json = Some((field.into(), path.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// An error event (an OpenTelemetry `exception` event's `exception.type`, an event's
+    /// `error.type`) whose error type is exactly `raw` gives the call the error type
+    /// `error_type` instead: LangChain's argument validation raises pydantic's
+    /// `ValidationError`, read as `invalid_arguments` (a caller error by default).
+    #[must_use]
+    pub fn event_error_type(
+        mut self,
+        raw: impl Into<Cow<'static, str>>,
+        error_type: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.event_error_types.push((raw.into(), error_type.into()));
+        self
+    }
+
     /// The framework marks nothing on a successful call's span, so strict mode cannot tell a
     /// cancelled call from a success there: strict mode treats these spans as completed.
     #[must_use]
@@ -386,6 +450,12 @@ impl Convention {
         self.tool_name.iter().any(|s| declares(&s.field))
     }
 
+    /// The fields this convention takes a tool name from.
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn name_fields(&self) -> impl Iterator<Item = &str> {
+        self.tool_name.iter().map(|s| &*s.field)
+    }
+
     /// Whether this convention can be matched without `tracing` metadata (it has no
     /// [`filter`](Self::filter)): the span processor's conventions.
     #[cfg_attr(
@@ -437,6 +507,26 @@ impl Convention {
         self
     }
 
+    /// A span of this convention may sit inside a tool span of the same tool made by another
+    /// layer of the stack (an MCP client's `tools/call` span inside a framework's
+    /// `execute_tool` span): one call, one record. The `tracing` layer folds nested tool spans
+    /// of one tool anyway; the OpenTelemetry feeds (the span processor, the OTLP receiver) see
+    /// the inner span end first, so such a span waits for its parent — at most until the
+    /// parent ends or [`DEFERRED_VERDICT_BOUND`](crate::layer::DEFERRED_VERDICT_BOUND) (half
+    /// the probe lease, if sooner) — and is folded into the parent's record when the parent is
+    /// a tool span of the same tool, recorded on its own otherwise.
+    #[must_use]
+    pub fn inside_tool_span(mut self) -> Self {
+        self.nests = true;
+        self
+    }
+
+    /// Whether spans of this convention wait for a parent tool span of the same tool (see
+    /// [`inside_tool_span`](Self::inside_tool_span)).
+    pub fn nests_in_tool_span(&self) -> bool {
+        self.nests
+    }
+
     /// Whether only the span processor reads this convention's spans.
     pub fn is_sdk_only(&self) -> bool {
         self.sdk_only
@@ -471,6 +561,7 @@ impl Convention {
             .kind(semconv::OPERATION_NAME, semconv::EXECUTE_TOOL)
             .error_type_field(semconv::RPC_RESPONSE_STATUS_CODE)
             .outcome_field(semconv::TOOL_CALL_OUTCOME)
+            .inside_tool_span()
     }
 
     /// rig (`rig-agent` 0.44): span `execute_tool` from `rig_agent`, the GenAI fields with the
@@ -563,6 +654,126 @@ impl Convention {
             .no_completion_marker()
     }
 
+    // ------------------------------------------------------------------ other languages
+    //
+    // What Python and TypeScript agents export, each checked against spans captured from the
+    // real framework (`tests/receiver/fixtures/`, replayed by `tests/receiver/`). The OTLP
+    // receiver tries these before the built-in ones (`Convention::other_languages`).
+
+    /// Pydantic AI (`pydantic-ai-slim` 2.68, instrumentation versions 2–6): spans from the
+    /// instrumentation scope `pydantic-ai`, named `execute_tool {tool}` (version 2: `running
+    /// tool`), the GenAI fields. A failure is status ERROR (empty description) with an
+    /// `exception` event. Caller errors are marked by the framework: argument validation
+    /// (`pydantic_ai.tool.failure_stage` = `validation`) and a tool raising `ModelRetry`
+    /// (`pydantic_ai.tool.retry.cause` = `model_retry`: the tool answered that the model's
+    /// request was wrong and asked it to try again — a healthy tool doing its job) both read
+    /// as the error type `invalid_arguments`, which never counts against the tool. `ToolFailed`
+    /// and any other exception are the tool's failures. An unknown tool makes no span.
+    pub fn pydantic_ai() -> Self {
+        Self::new("pydantic-ai")
+            .target("pydantic-ai")
+            .tool_name_field(semconv::TOOL_NAME)
+            .kind(semconv::OPERATION_NAME, semconv::EXECUTE_TOOL)
+            .error_type_when(
+                "pydantic_ai.tool.failure_stage",
+                "validation",
+                INVALID_ARGUMENTS,
+            )
+            .error_type_when(
+                "pydantic_ai.tool.retry.cause",
+                "model_retry",
+                INVALID_ARGUMENTS,
+            )
+            .no_completion_marker()
+    }
+
+    /// The Vercel AI SDK (`ai` 6, and ai 7's `LegacyOpenTelemetry`): span `ai.toolCall`, the
+    /// tool in `ai.toolCall.name`; a failure is status ERROR (with an `exception` event when an
+    /// `Error` was thrown). Bad arguments and unknown tools make no tool span at all. (ai 7's
+    /// `OpenTelemetry()` writes GenAI spans: [`genai`](Self::genai).)
+    pub fn vercel_ai() -> Self {
+        Self::new("vercel-ai")
+            .span_name("ai.toolCall")
+            .tool_name_field("ai.toolCall.name")
+            .no_completion_marker()
+    }
+
+    /// LangChain through OpenInference (`openinference-instrumentation-langchain` 0.1):
+    /// [`openinference`](Self::openinference)'s TOOL spans from that instrumentation's scope,
+    /// plus LangChain's own verdicts: argument validation raises pydantic's `ValidationError`
+    /// (read as `invalid_arguments`, a caller error), and a `ToolException` the tool handles
+    /// (`handle_tool_error`) leaves status OK with `"status": "error"` in the tool message in
+    /// `output.value` — counted as the tool's failure (LangChain's word for "the tool's
+    /// execution failed", turned into the model's observation).
+    pub fn openinference_langchain() -> Self {
+        Self::openinference()
+            .named("openinference-langchain")
+            .target("openinference.instrumentation.langchain")
+            .event_error_type(
+                "pydantic_core._pydantic_core.ValidationError",
+                INVALID_ARGUMENTS,
+            )
+            .outcome_in_json("output.value", ["data", "status"])
+    }
+
+    /// OpenInference (`openinference.span.kind` = `TOOL`, the tool in `tool.name`), from any
+    /// instrumentation: the OpenAI Agents SDK's bridge, LlamaIndex, CrewAI, … Success is
+    /// status OK, failure status ERROR. Through the OpenAI Agents SDK a wrong argument and a
+    /// raising tool give the same span (the SDK redacts the error): both count as failures.
+    pub fn openinference() -> Self {
+        Self::new("openinference")
+            .requires_field("openinference.span.kind")
+            .tool_name_field("tool.name")
+            .kind("openinference.span.kind", "TOOL")
+            .no_completion_marker()
+    }
+
+    /// OpenLLMetry (`traceloop.span.kind` = `tool`): traceloop-sdk's `@tool` (the tool in
+    /// `traceloop.entity.name`) and its instrumentations, such as the OpenAI Agents SDK's
+    /// (`gen_ai.tool.name`). A failure is status ERROR.
+    pub fn openllmetry() -> Self {
+        Self::new("openllmetry")
+            .requires_field("traceloop.span.kind")
+            .tool_name_field("traceloop.entity.name")
+            .tool_name_field(semconv::TOOL_NAME)
+            .kind("traceloop.span.kind", "tool")
+            .no_completion_marker()
+    }
+
+    /// LangSmith's OpenTelemetry export (`langsmith` with `LANGSMITH_OTEL_ENABLED`): runs of
+    /// type tool are spans with `langsmith.span.kind` = `tool`, the tool in
+    /// `langsmith.trace.name` (the run's name, also the span's name); a failure is status
+    /// ERROR.
+    pub fn langsmith() -> Self {
+        Self::new("langsmith")
+            .requires_field("langsmith.span.kind")
+            .tool_name_field("langsmith.trace.name")
+            .kind("langsmith.span.kind", "tool")
+            .no_completion_marker()
+    }
+
+    /// The conventions of other languages' frameworks, in the order the OTLP receiver tries
+    /// them (before [`builtin`](Self::builtin)): Pydantic AI, the Vercel AI SDK, LangChain
+    /// through OpenInference, OpenInference, OpenLLMetry, LangSmith. The OpenAI Agents SDK is
+    /// read through its OpenInference or OpenLLMetry bridge; OpenTelemetry's GenAI and MCP
+    /// spans (the Vercel AI SDK 7, any other) by the built-in ones.
+    pub fn other_languages() -> Vec<Self> {
+        vec![
+            Self::pydantic_ai(),
+            Self::vercel_ai(),
+            Self::openinference_langchain(),
+            Self::openinference(),
+            Self::openllmetry(),
+            Self::langsmith(),
+        ]
+    }
+
+    /// The same convention under another name.
+    fn named(mut self, name: &'static str) -> Self {
+        self.name = Cow::Borrowed(name);
+        self
+    }
+
     /// The conventions a layer (and the span processor) starts with, in the order they are
     /// tried: rig, langchain-rust, adk, swiftide, genai (each matched on its crate's target),
     /// autoagents (its span name; the span processor's only), then MCP and GenAI (matched on
@@ -637,6 +848,23 @@ impl Convention {
         if let Some(field) = &self.outcome_field {
             fields.push((field.clone(), Meaning::Outcome));
         }
+        for (field, value, error_type) in &self.error_type_when {
+            fields.push((
+                field.clone(),
+                Meaning::ErrorTypeWhen {
+                    expected: value.clone(),
+                    error_type: error_type.clone(),
+                },
+            ));
+        }
+        if let Some((field, path)) = &self.outcome_in_json {
+            fields.push((
+                field.clone(),
+                Meaning::OutcomeInJson {
+                    path: path.clone().into_boxed_slice(),
+                },
+            ));
+        }
         fields.push((Cow::Borrowed(semconv::OTEL_STATUS_CODE), Meaning::Status));
         fields.push((
             Cow::Borrowed(semconv::HTTP_STATUS_CODE),
@@ -647,6 +875,7 @@ impl Convention {
             fields: fields.into_boxed_slice(),
             completion_marker: self.completion_marker,
             late_failure: self.late_failure.clone(),
+            event_error_types: self.event_error_types.clone().into_boxed_slice(),
         }
     }
 }
@@ -664,6 +893,10 @@ pub(crate) enum Meaning {
     Failure,
     /// The framework's verdict.
     Outcome,
+    /// Recorded with `expected`: the error type `error_type`.
+    ErrorTypeWhen { expected: Str, error_type: Str },
+    /// A JSON text whose string at `path` is the framework's verdict.
+    OutcomeInJson { path: Box<[Str]> },
     /// `otel.status_code`.
     Status,
     /// `http.response.status_code`.
@@ -678,12 +911,24 @@ pub(crate) struct Compiled {
     pub(crate) fields: Box<[(Str, Meaning)]>,
     pub(crate) completion_marker: bool,
     pub(crate) late_failure: Option<LateFailure>,
+    /// `(raw, error type)`: an error event's error type as this convention reads it.
+    pub(crate) event_error_types: Box<[(Str, Str)]>,
 }
 
 impl Compiled {
     /// Whether `field` means anything on this convention's spans.
     pub(crate) fn reads(&self, field: &str) -> bool {
         self.fields.iter().any(|(name, _)| name == field)
+    }
+
+    /// An error event's error type as this convention reads it (see
+    /// [`Convention::event_error_type`]).
+    pub(crate) fn event_error_type(&self, error_type: Option<String>) -> Option<String> {
+        let raw = error_type?;
+        match self.event_error_types.iter().find(|(r, _)| **r == *raw) {
+            Some((_, canonical)) => Some(canonical.to_string()),
+            None => Some(raw),
+        }
     }
 }
 

@@ -156,6 +156,12 @@ impl<T> Deferred<T> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How many calls wait (a relaxed hint).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn len(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
     /// Whether any call waits (a relaxed hint).
     #[inline]
     pub(crate) fn is_idle(&self) -> bool {

@@ -164,6 +164,19 @@ impl SpanFields {
                     self.failure = Some(self.failure == Some(true) || !value.is_empty());
                 }
                 Meaning::Outcome => self.outcome = Some(outcome_value(value)),
+                Meaning::ErrorTypeWhen {
+                    expected,
+                    error_type,
+                } => {
+                    if value == &**expected {
+                        self.error_type = Some((0, error_type.to_string()));
+                    }
+                }
+                Meaning::OutcomeInJson { path } => {
+                    if let Some(verdict) = json_string_at(value, path) {
+                        self.outcome = Some(outcome_value(verdict));
+                    }
+                }
                 Meaning::Status => self.status = Some(Status::of_code(value)),
                 Meaning::HttpStatus => self.http_status = value.trim().parse().ok(),
                 Meaning::RetryAfter => {
@@ -219,6 +232,112 @@ impl Status {
             Status::Other
         }
     }
+}
+
+/// How deep [`json_string_at`] follows a path (deeper paths find nothing).
+const JSON_PATH_MAX: usize = 8;
+
+/// The string at `path` (object keys, outermost first) in the JSON text `text`, without its
+/// quotes; `None` when the text is not such JSON, the value is not a string, or it holds an
+/// escape (a verdict is a plain word). A single pass that skips every other value without
+/// recursion: bounded work on any input, however nested or malformed.
+pub(crate) fn json_string_at<'t, S: AsRef<str>>(text: &'t str, path: &[S]) -> Option<&'t str> {
+    if path.is_empty() || path.len() > JSON_PATH_MAX {
+        return None;
+    }
+    let b = text.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && b[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    // A string starting at b[*i] == '"': its contents' range; advances past it.
+    let string = |i: &mut usize| -> Option<(usize, usize, bool)> {
+        let start = *i + 1;
+        let mut j = start;
+        let mut escaped = false;
+        while j < b.len() {
+            match b[j] {
+                b'\\' => {
+                    escaped = true;
+                    j += 2;
+                }
+                b'"' => {
+                    *i = j + 1;
+                    return Some((start, j, escaped));
+                }
+                _ => j += 1,
+            }
+        }
+        None
+    };
+    // Skips one value of any kind (strings aware of escapes, brackets counted).
+    let skip = |i: &mut usize| -> Option<()> {
+        ws(i);
+        let mut depth = 0usize;
+        loop {
+            let c = *b.get(*i)?;
+            match c {
+                b'"' => {
+                    string(i)?;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    *i += 1;
+                }
+                b'}' | b']' => {
+                    if depth == 0 {
+                        return Some(()); // the end of the enclosing container
+                    }
+                    depth -= 1;
+                    *i += 1;
+                }
+                b',' if depth == 0 => return Some(()),
+                _ => *i += 1,
+            }
+            if depth == 0 && matches!(c, b'"' | b'}' | b']') {
+                return Some(());
+            }
+        }
+    };
+    for (level, key) in path.iter().enumerate() {
+        ws(&mut i);
+        if *b.get(i)? != b'{' {
+            return None;
+        }
+        i += 1;
+        loop {
+            ws(&mut i);
+            if *b.get(i)? != b'"' {
+                return None; // `}` (not found) or malformed
+            }
+            let (ks, ke, _) = string(&mut i)?;
+            ws(&mut i);
+            if *b.get(i)? != b':' {
+                return None;
+            }
+            i += 1;
+            ws(&mut i);
+            if &text[ks..ke] == key.as_ref() {
+                if level + 1 == path.len() {
+                    if *b.get(i)? != b'"' {
+                        return None;
+                    }
+                    let (vs, ve, escaped) = string(&mut i)?;
+                    return (!escaped).then(|| &text[vs..ve]);
+                }
+                break; // descend
+            }
+            skip(&mut i)?;
+            ws(&mut i);
+            match *b.get(i)? {
+                b',' => i += 1,
+                _ => return None,
+            }
+        }
+    }
+    None
 }
 
 /// Values of the fields read on an event (or an OpenTelemetry span event).
@@ -467,6 +586,12 @@ impl Observed {
         if self.retry_after.is_none() {
             self.retry_after = inner.retry_after;
         }
+        if self.call_outcome.is_none() {
+            // The framework's own verdict (`skipped`, `denied`) on the inner span holds for
+            // the call.
+            self.call_outcome = inner.call_outcome.take();
+        }
+        self.failure_field |= inner.failure_field;
         self.status_error |= inner.status_error;
         self.error_event |= inner.error_event;
         self.panicked |= inner.panicked;
@@ -600,6 +725,32 @@ mod tests {
             ..Default::default()
         });
         assert!(s.status_error);
+    }
+
+    #[test]
+    fn json_paths() {
+        let lc = r#"{"type": "tool", "data": {"content": "{\"status\": \"success\"}", "additional_kwargs": {"status": "x"}, "response_metadata": {}, "artifact": [1, {"a": "}"}], "status": "error"}}"#;
+        assert_eq!(json_string_at(lc, &["data", "status"]), Some("error"));
+        assert_eq!(json_string_at(lc, &["type"]), Some("tool"));
+        assert_eq!(json_string_at(lc, &["data", "missing"]), None);
+        assert_eq!(json_string_at(lc, &["data", "additional_kwargs"]), None);
+        // Text cut after the verdict (an SDK's attribute length limit) still says it.
+        assert_eq!(
+            json_string_at(r#"{"data": {"status": "error""#, &["data", "status"]),
+            Some("error")
+        );
+        for bad in [
+            "",
+            "not json",
+            "{",
+            r#"{"data": {"status": 1}}"#,
+            r#"{"data": {"status": "a\"b"}}"#,
+            r#"["data"]"#,
+            &"{\"data\": ".repeat(10_000),
+            &"[".repeat(100_000),
+        ] {
+            assert_eq!(json_string_at(bad, &["data", "status"]), None, "{bad:.40}");
+        }
     }
 
     #[test]

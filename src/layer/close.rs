@@ -41,8 +41,14 @@ impl ToolHealthLayer {
         }
 
         let binding = state.binding.take();
-        // The call helper's settled outcome wins over inference.
-        let settled = state.settled.take();
+        if state.helper_recorded {
+            // The call helper recorded its runs in this span, each as one call: the span adds
+            // none. A probe still bound to it (a gate after the last run) gets no verdict.
+            if let Some((b, permit)) = binding.as_ref().and_then(|b| Some((b, b.probe()?))) {
+                let _ = registry.release(&b.tool, permit);
+            }
+            return;
+        }
         let Some(name) = state.tool_name() else {
             // Not a tool span after all (no name, or another operation): nothing to record,
             // and a probe bound to it goes back at once.
@@ -61,7 +67,7 @@ impl ToolHealthLayer {
             Some(b) => (None, b.probe().map(|p| (&*b.tool, p))),
             None => (None, None),
         };
-        if state.refused && settled.is_none() {
+        if state.refused {
             // The tool returned the gate's refusal as its error: the call was refused (by a
             // gate that could not bind here, or another one), not failed. Nothing is recorded
             // — the refusing gate counted it — and a probe the span holds gets no verdict.
@@ -76,16 +82,7 @@ impl ToolHealthLayer {
             return;
         }
         let facts = state.seen.facts(name);
-        let (outcome, facts) = match &settled {
-            Some(s) => (
-                s.outcome,
-                crate::infer::classify::SpanFacts {
-                    error_type: s.error_type.as_deref().or(facts.error_type),
-                    ..facts
-                },
-            ),
-            None => (self.core.classify(&facts), facts),
-        };
+        let outcome = self.core.classify(&facts);
 
         let mut transitions: Vec<Transition> = Vec::new();
         match outcome {

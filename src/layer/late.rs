@@ -96,7 +96,7 @@ impl LayerCore {
         }
         let failed_already = {
             let name = state.tool_name();
-            let settled = state.settled.is_some();
+            let settled = state.helper_recorded;
             let refused = state.refused
                 || state
                     .binding

@@ -231,7 +231,7 @@
 //! | `visitor.rs` | reading field values of spans and events into the inference's neutral shape |
 //! | `span_state.rs` | the per-span state kept in the span's extensions |
 //! | `bind.rs` | the span-aware gate: each thread's entered tool spans, binding decisions to them |
-//! | `settle.rs` | the call helper's side: joining a tool span, settling its outcome |
+//! | `settle.rs` | the call helper's side: joining a tool span, recording each of its runs in it |
 //! | `close.rs` | a closed tool span → a record in the registry |
 //! | `late.rs` | calls whose verdict comes after their span: waiting for the framework's next move |
 //! | `otel.rs` | annotations on the OpenTelemetry span |
@@ -615,7 +615,11 @@ where
             // A refusal returned as the tool's error: the call was refused, not failed.
             state.refused |= fields.refusal;
             if error || (error_field && direct) {
-                state.error_event(fields.error_type.take());
+                let error_type = match self.core.compiled(self.core.role(span.metadata())) {
+                    Some(c) => c.event_error_type(fields.error_type.take()),
+                    None => fields.error_type.take(),
+                };
+                state.error_event(error_type);
             }
             if marker && direct {
                 state.completed = true;

@@ -8,7 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::call::{CallOutcome, GateDecision, Permit};
+use crate::call::{GateDecision, Permit};
 use crate::infer::facts::Observed;
 #[cfg(test)]
 use crate::infer::facts::SpanFields;
@@ -47,14 +47,6 @@ impl Binding {
     }
 }
 
-/// An outcome the call helper settled on the span: recorded as is at close.
-#[derive(Debug, Clone)]
-pub(crate) struct Settled {
-    /// `None`: nothing is recorded, a bound probe goes back.
-    pub(crate) outcome: Option<CallOutcome>,
-    pub(crate) error_type: Option<Box<str>>,
-}
-
 /// What [`ToolSpan::bind`] did.
 #[derive(Debug)]
 pub(crate) struct Bound {
@@ -82,8 +74,9 @@ pub(crate) struct ToolSpan {
     /// The call is in the late-verdict table (`late.rs`): its close asks it.
     pub(crate) late: bool,
     pub(crate) binding: Option<Binding>,
-    /// The outcome the call helper settled, if it did: wins over inference.
-    pub(crate) settled: Option<Settled>,
+    /// A run of the call helper was recorded in this span (or in a span of the same tool
+    /// inside it): each run is one call, and the span adds no record of its own (`settle.rs`).
+    pub(crate) helper_recorded: bool,
 }
 
 impl Deref for ToolSpan {
@@ -111,7 +104,7 @@ impl ToolSpan {
             closed: false,
             late: false,
             binding: None,
-            settled: None,
+            helper_recorded: false,
         }
     }
 
@@ -163,9 +156,7 @@ impl ToolSpan {
     /// the inner decision replaced, to give back.
     pub(crate) fn absorb(&mut self, inner: &mut ToolSpan) -> Option<Binding> {
         self.seen.absorb(&mut inner.seen);
-        if self.settled.is_none() {
-            self.settled = inner.settled.take();
-        }
+        self.helper_recorded |= inner.helper_recorded;
         let binding = inner.binding.take()?;
         self.bind(&binding.tool, binding.decision).replaced_probe
     }

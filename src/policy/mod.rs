@@ -181,7 +181,8 @@ pub struct ToolPolicy {
     /// What trips the breaker.
     pub trip: TripPolicy,
     /// Calls slower than this count as failures for the breaker (not for the stats): `None`, or
-    /// a duration above zero.
+    /// a duration above zero and at most [`ToolPolicy::MAX_SLOW_CALL`] (about 73 minutes). Compared at a
+    /// resolution of 1.024 µs.
     pub slow_call: Option<Duration>,
     /// Exponential backoff of the open duration; `None`: always `recovery_duration`.
     pub backoff: Option<Backoff>,
@@ -205,11 +206,24 @@ pub enum Apply {
     Now,
 }
 
+/// [`ToolPolicy::slow_call_units`] of a policy without a slow-call threshold: no duration
+/// (saturated to 32 bits) exceeds it.
+pub(crate) const SLOW_CALL_OFF: u32 = u32::MAX;
+/// A slow-call unit is 2^10 ns.
+pub(crate) const SLOW_CALL_SHIFT: u32 = 10;
 impl ToolPolicy {
-    /// The slow-call threshold in nanoseconds, `u64::MAX` when disabled.
-    pub(crate) fn slow_call_nanos(&self) -> u64 {
-        self.slow_call
-            .map_or(u64::MAX, crate::clock::duration_to_nanos)
+    /// The longest slow-call threshold, about 73 minutes (4,398 s): the breaker keeps the
+    /// threshold in 32 bits of 1,024 ns units.
+    pub const MAX_SLOW_CALL: Duration = Duration::from_nanos(((u32::MAX - 1) as u64) << 10);
+
+    /// The slow-call threshold in units of 1,024 ns (rounded down: a call is slow when its
+    /// duration in those units exceeds it), [`SLOW_CALL_OFF`] when disabled. 32 bits, so the
+    /// breaker keeps it beside its other 32-bit fields (memory per tool is a budget).
+    pub(crate) fn slow_call_units(&self) -> u32 {
+        self.slow_call.map_or(SLOW_CALL_OFF, |d| {
+            (crate::clock::duration_to_nanos(d) >> SLOW_CALL_SHIFT)
+                .min(u64::from(SLOW_CALL_OFF - 1)) as u32
+        })
     }
 
     /// Recovery at a backoff level, without jitter.

@@ -107,11 +107,11 @@ impl ToolPolicy {
     pub fn validate(&self) -> Result<(), SettingError> {
         self.trip.validate()?;
         if let Some(slow) = self.slow_call {
-            if slow.is_zero() {
+            if slow.is_zero() || slow > ToolPolicy::MAX_SLOW_CALL {
                 return Err(SettingError::new(
                     "slow_call",
-                    "0 s",
-                    "None, or a duration above zero",
+                    format!("{slow:?}"),
+                    "None, or a duration above zero and at most 4398 s (73 min)",
                 ));
             }
         }
@@ -213,12 +213,26 @@ mod tests {
             assert_eq!(field(rate(bad, s)), "trip.ratio", "{bad}");
         }
         assert_eq!(field(rate(0.5, Duration::ZERO)), "trip.window");
+        for bad in [
+            Duration::ZERO,
+            ToolPolicy::MAX_SLOW_CALL + Duration::from_nanos(1),
+        ] {
+            assert_eq!(
+                field(ToolPolicy {
+                    slow_call: Some(bad),
+                    ..ToolPolicy::default()
+                }),
+                "slow_call",
+                "{bad:?}"
+            );
+        }
         assert_eq!(
-            field(ToolPolicy {
-                slow_call: Some(Duration::ZERO),
+            ToolPolicy {
+                slow_call: Some(ToolPolicy::MAX_SLOW_CALL),
                 ..ToolPolicy::default()
-            }),
-            "slow_call"
+            }
+            .validate(),
+            Ok(())
         );
         assert_eq!(
             field(ToolPolicy {

@@ -214,6 +214,7 @@ impl RegistryBuilder {
             insert_lock: Mutex::new(VecDeque::from([(1, start)])),
             sweep_epoch: AtomicU64::new(1),
             generation_floor: AtomicU32::new(0),
+            incarnations: AtomicU32::new(0),
             evict_idle_after: self.evict_idle_after,
             tracked: AtomicUsize::new(0),
             declared: AtomicUsize::new(0),
@@ -233,6 +234,8 @@ impl RegistryBuilder {
             transition_observers: ArcSwap::from_pointee(Vec::new()),
             local_rate_trips: AtomicBool::new(true),
             coordinated: AtomicBool::new(false),
+            outcome_listening: AtomicBool::new(false),
+            outcome_listener: arc_swap::ArcSwapOption::empty(),
             log_transitions: AtomicBool::new(self.log_transitions),
             #[cfg(feature = "mcp")]
             servers: std::sync::OnceLock::new(),

@@ -104,7 +104,7 @@ impl ToolHealthRegistry {
     /// down. Snapshots and the score start from zero.
     pub fn reset(&self, tool: &str) {
         self.with_entry(tool, |e| {
-            e.breaker.reset();
+            e.breaker.reset(self.now_ticks());
             e.stats.reset();
             e.control.set_coordinated(false);
         });

@@ -89,6 +89,14 @@ pub struct CoordinationView {
     /// Refused calls since the entry was created (never reset): demand for the tool while it
     /// is open.
     pub refused: u64,
+    /// The breaker's consecutive failures now (failures since the last accepted success).
+    pub consecutive: u64,
+    /// The tool's consecutive-failure threshold (`0`: its breaker never trips on a streak).
+    pub threshold: u32,
+    /// Which entry of the tool this is: a number the registry gives every entry it creates.
+    /// Counts are "since the entry was created": a different incarnation (the tool was evicted
+    /// and is tracked again) counts from zero.
+    pub incarnation: u32,
     /// Whether a coordinator has a say in the current episode.
     pub coordinated: bool,
 }
@@ -109,6 +117,21 @@ pub struct RemoteOpen {
     /// [`TransitionReason::RemoteOpen`](crate::TransitionReason::RemoteOpen).
     pub recorded: Recorded,
 }
+
+/// Hears every failure the registry records (a failed call, a slow success), and the successes
+/// of the tools a coordinator watches ([`Coordination::watch_successes`]) — what a fleet-wide
+/// failure streak is built from. Called on the recording thread, right after the breaker took
+/// the result: it must return at once and must not block (fleet mode's marks the tool in a
+/// fixed set and wakes its task; it neither allocates nor locks). Set with
+/// [`Coordination::set_outcome_listener`].
+pub trait OutcomeListener: Send + Sync + std::fmt::Debug {
+    /// A failure of `tool` (`failed`), or a success of a watched tool.
+    fn on_outcome(&self, tool: &str, failed: bool);
+}
+
+/// The outcome listener in its slot (arc-swap holds sized values).
+#[derive(Debug)]
+pub(crate) struct Listening(pub(crate) Arc<dyn OutcomeListener>);
 
 /// A probe held back by [`Coordination::hold_probe`]: what
 /// [`release_hold`](Coordination::release_hold) puts back. Opaque; `Copy`.
@@ -193,6 +216,9 @@ impl Coordination<'_> {
             success: raw.success,
             failure: raw.failure,
             refused: raw.refused,
+            consecutive: e.breaker.consecutive_failures(),
+            threshold: policy.breaker.failure_threshold,
+            incarnation: e.stats.incarnation,
             coordinated: Control::is_coordinated(e.control.raw()),
         }
     }
@@ -293,7 +319,10 @@ impl Coordination<'_> {
     /// Applies another replica's recovery (its probe succeeded): closes the tool's breaker if it
     /// is open or half-open in the episode of generation `since_generation` — the one
     /// [`open_remotely`](Self::open_remotely) answered — or a continuation of it (probes granted
-    /// and given back since). A breaker that is closed, or in an older episode, is left alone.
+    /// and given back since). The close is bound to that episode: a breaker that is closed, in
+    /// an older episode, or in a newer one (the episode `since_generation` named ended here —
+    /// its breaker closed — and the tool tripped again since) is left alone, so a late close
+    /// never lets calls through to a tool that is failing now.
     /// Closing is what a probe's success does here: counter reset, fresh failure-rate window,
     /// transition with [`TransitionReason::RemoteClose`](crate::TransitionReason::RemoteClose).
     pub fn close_remotely(&self, tool: &str, since_generation: u32) -> Recorded {
@@ -338,6 +367,28 @@ impl Coordination<'_> {
     /// The window keeps counting either way.
     pub fn set_local_rate_trips(&self, on: bool) {
         self.registry.local_rate_trips.store(on, Ordering::Relaxed);
+    }
+
+    /// Sets (or, with `None`, removes) the outcome listener: from then on every failure the
+    /// registry records is told to it, and so are the successes of the tools it watches
+    /// ([`watch_successes`](Self::watch_successes)). A plain registry's record path is
+    /// unchanged: the failure path pays one relaxed load while no listener is set, and the
+    /// success path only ever leaves its fast path for a watched tool.
+    pub fn set_outcome_listener(&self, listener: Option<Arc<dyn OutcomeListener>>) {
+        let on = listener.is_some();
+        self.registry
+            .outcome_listener
+            .store(listener.map(|l| Arc::new(Listening(l))));
+        self.registry.outcome_listening.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the tool's successes are told to the outcome listener (`on`) — while a failure
+    /// streak the coordinator keeps is open — or not (the default: a success then costs what it
+    /// costs without a coordinator). Whether the tool is tracked.
+    pub fn watch_successes(&self, tool: &str, on: bool) -> bool {
+        self.registry
+            .with_entry(tool, |e| e.breaker.watch(on))
+            .is_some()
     }
 
     /// Marks the registry as coordinated: exporters then report, for every tool, the series

@@ -4,7 +4,7 @@
 use loom::sync::atomic::AtomicU64 as SeenAtomic;
 #[cfg(not(all(test, tool_health_loom)))]
 use std::sync::atomic::AtomicU64 as SeenAtomic;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::breaker::{Breaker, BreakerState, Effective};
@@ -31,9 +31,6 @@ pub(crate) struct Entry {
     /// The sweep epoch in which the entry was last recorded; [`RETIRED`] once evicted;
     /// [`PINNED`] for a declared tool (the application's: never evicted).
     pub(super) seen: SeenAtomic,
-    /// Slow-call threshold in nanoseconds (`u64::MAX`: off), mirrored from the policy so the
-    /// record path reads one atomic instead of the policy.
-    pub(super) slow_call_ns: AtomicU64,
 }
 
 impl Named for Entry {
@@ -46,18 +43,19 @@ impl Named for Entry {
 impl Entry {
     /// A fresh entry under `policy`, marked seen in sweep epoch `epoch`, its breaker's first
     /// episode numbered `generation` (see `ToolHealthRegistry::generation_floor`), its permits
-    /// tagged `tag` (see `ToolHealthRegistry::tag_of`).
+    /// tagged `tag` (see `ToolHealthRegistry::tag_of`), its counters those of the tool's entry
+    /// number `incarnation`.
     pub(super) fn new(
         name: &str,
         policy: Arc<ToolPolicy>,
         epoch: u64,
         generation: u32,
         tag: u32,
+        incarnation: u32,
     ) -> Self {
         Entry {
             name: name.into(),
-            stats: ToolStats::default(),
-            slow_call_ns: AtomicU64::new(policy.slow_call_nanos()),
+            stats: ToolStats::counting(incarnation),
             breaker: Breaker::starting_at(policy, generation, tag),
             control: Control::default(),
             seen: SeenAtomic::new(epoch),
@@ -154,8 +152,6 @@ impl Entry {
     }
 
     pub(super) fn set_policy(&self, policy: Arc<ToolPolicy>) {
-        self.slow_call_ns
-            .store(policy.slow_call_nanos(), Ordering::Relaxed);
         self.breaker.set_policy(policy);
     }
 }

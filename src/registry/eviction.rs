@@ -217,6 +217,8 @@ impl ToolHealthRegistry {
             self.sweep_epoch.load(Ordering::Relaxed),
             self.generation_floor.load(Ordering::Relaxed),
             self.tag_of(tool),
+            // Under the insert lock: one number per entry (wrapping after 2^32 creations).
+            self.incarnations.fetch_add(1, Ordering::Relaxed),
         ));
         if declare {
             entry.declare();

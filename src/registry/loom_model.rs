@@ -59,7 +59,7 @@ fn at(ms: u64) -> Now {
 impl Registry {
     /// One tool, tracked, closed in generation `generation` (an entry past its first episode).
     fn with_tool(generation: u32) -> (Self, Arc<Entry>) {
-        let e = Arc::new(Entry::new("t", policy(), 1, generation, 1));
+        let e = Arc::new(Entry::new("t", policy(), 1, generation, 1, 0));
         let r = Self {
             map: Mutex::new(Some(Arc::clone(&e))),
             epoch: AtomicU64::new(1),
@@ -84,7 +84,9 @@ impl Registry {
         }
         let floor = self.floor.load(Ordering::Relaxed);
         let epoch = self.epoch.load(Ordering::Relaxed);
-        Arc::clone(map.get_or_insert_with(|| Arc::new(Entry::new("t", policy(), epoch, floor, 1))))
+        Arc::clone(
+            map.get_or_insert_with(|| Arc::new(Entry::new("t", policy(), epoch, floor, 1, 1))),
+        )
     }
 
     /// The live entry, as a by-name lookup finds it.

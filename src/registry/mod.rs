@@ -12,6 +12,7 @@
 //! | `eviction.rs` | first sight, the cap, idle eviction and its handshake with records |
 //! | `observers.rs` | [`HealthObserver`] and how it is called |
 //! | `coordination.rs` | what a coordinator (replicas sharing decisions) reads and applies |
+//! | `past.rs` | records of calls reported after the fact (spans from other processes), by the call's clock |
 //! | `reads.rs` | snapshots, summaries, `unavailable_tools` |
 //! | `handle.rs` | [`ToolHandle`]: the same paths on a pre-resolved tool |
 //! | `entry.rs`, `names.rs`, `index.rs` | one tool's entry; the name index |
@@ -71,6 +72,7 @@ mod index;
 mod loom_model;
 mod names;
 mod observers;
+pub mod past;
 mod reads;
 mod record;
 
@@ -151,6 +153,8 @@ pub struct ToolHealthRegistry {
     /// that never evicts. Written under `insert_lock`; read there and, `Relaxed`, by the gate
     /// of an untracked tool (a stale read only makes that permit stale).
     generation_floor: AtomicU32,
+    /// The number the next entry created gets (see `Entry::incarnation`).
+    incarnations: AtomicU32,
     /// Evict idle tools this old when a first sight meets the cap.
     evict_idle_after: Option<Duration>,
     tracked: AtomicUsize,
@@ -188,6 +192,11 @@ pub struct ToolHealthRegistry {
     local_rate_trips: AtomicBool,
     /// A coordinator is attached: exporters report the series only a coordinator feeds.
     coordinated: AtomicBool,
+    /// An outcome listener is set: the failure path (and a watched tool's success path) tells
+    /// it, after one relaxed load of this flag.
+    outcome_listening: AtomicBool,
+    /// The coordinator's outcome listener (see `Coordination::set_outcome_listener`).
+    outcome_listener: arc_swap::ArcSwapOption<coordination::Listening>,
     /// Breaker transitions are logged (target `tool_health`).
     log_transitions: AtomicBool,
     /// The breakers of the servers this registry's tools are reached through (MCP servers),
@@ -316,6 +325,7 @@ impl ToolHealthRegistry {
                 0,
                 0,
                 crate::call::OVERFLOW_TAG as u32,
+                0,
             ))
         })
     }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::breaker::{BreakerState, Recorded};
 use crate::call::{CallOutcome, CallReport, NotRecorded, Permit, OVERFLOW_TAG};
-use crate::clock::duration_to_nanos;
 use crate::control::Control;
 use crate::ticks::Ticks;
 
@@ -296,7 +295,7 @@ impl ToolHealthRegistry {
             // only).
             (CallOutcome::Success, None) => {
                 e.stats.record(true, duration);
-                if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                if e.breaker.is_slow(duration) {
                     self.breaker_failure(e, report, None)
                 } else if e.breaker.success_if_closed(None) {
                     None
@@ -307,7 +306,7 @@ impl ToolHealthRegistry {
             // Through a permit: the fast path's comparison proves the permit this breaker's
             // before anything is counted.
             (CallOutcome::Success, Some(permit)) => {
-                if duration_to_nanos(duration) > e.slow_call_ns.load(Ordering::Relaxed) {
+                if e.breaker.is_slow(duration) {
                     self.slow_success(e, report, duration)
                 } else if e.breaker.success_if_closed(Some(permit)) {
                     e.stats.record(true, duration);
@@ -403,7 +402,28 @@ impl ToolHealthRegistry {
         if self.unenforced(e, report) {
             return None;
         }
-        Some(e.breaker.on_success(report.generation, || self.now_step()))
+        let recorded = e.breaker.on_success(report.generation, || self.now_step());
+        if e.breaker.watched() {
+            self.tell_outcome(&e.name, false);
+        }
+        Some(recorded)
+    }
+
+    /// Tells the coordinator's outcome listener, if one is set, about a failure or a watched
+    /// success (see `Coordination::set_outcome_listener`). One relaxed load when none is.
+    #[inline]
+    fn tell_outcome(&self, tool: &str, failed: bool) {
+        if self.outcome_listening.load(Ordering::Relaxed) {
+            self.tell_outcome_listener(tool, failed);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tell_outcome_listener(&self, tool: &str, failed: bool) {
+        if let Some(listening) = &*self.outcome_listener.load() {
+            listening.0.on_outcome(tool, failed);
+        }
     }
 
     /// A failure for the breaker (a failed call, or a slow success), with the tool's retry hint.
@@ -421,10 +441,11 @@ impl ToolHealthRegistry {
         let now = self.now_step();
         let not_before = retry_after.map_or(Ticks::ZERO, |d| now.base.after(Ticks::span(d)));
         let rate_trips = self.local_rate_trips.load(Ordering::Relaxed);
-        Some(
-            e.breaker
-                .on_failure_rated(report.generation, now, not_before, rate_trips),
-        )
+        let recorded = e
+            .breaker
+            .on_failure_rated(report.generation, now, not_before, rate_trips);
+        self.tell_outcome(&e.name, true);
+        Some(recorded)
     }
 
     /// A call that makes no verdict on the tool (a caller error, a cancellation): a probe it

@@ -12,6 +12,7 @@ use crate::infer::classify::{DefaultClassifier, OutcomeClassifier, SharedClassif
 use crate::infer::conventions::{Compiled, Convention, MAX_CONVENTIONS};
 use crate::infer::deferred::{self, Closed, Deferred, Resolution, Resolved};
 use crate::infer::facts::{contains_formatted, EventFields, Observed, SpanFields};
+use crate::registry::past::CallTimes;
 use crate::registry::ToolHealthRegistry;
 use crate::semconv;
 
@@ -76,16 +77,66 @@ fn str_of<'a>(attrs: &'a dyn Attributes, key: &str) -> Option<&'a str> {
     }
 }
 
-/// A call waiting for its late verdict: what its span showed, its duration, its tool's hash.
-type Waiting = (Observed, Duration, u64);
+/// When a span from another process ran, on this registry's clock: its age on arrival (the
+/// receiver's wall clock minus the span's timestamps) taken back from the registry's reading
+/// at arrival. Clock skew between the hosts shifts it; a span from the future is read as now.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
+    /// The receiver's wall clock at arrival.
+    pub(crate) wall: SystemTime,
+    /// The registry's clock at arrival.
+    pub(crate) registry: Duration,
+}
 
-/// What every processor version shares.
+impl Arrival {
+    /// Now, on both clocks.
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn now(registry: &ToolHealthRegistry) -> Self {
+        Self {
+            wall: SystemTime::now(),
+            registry: registry.now(),
+        }
+    }
+
+    /// A span timestamp as a registry clock reading.
+    fn at(&self, t: SystemTime) -> Duration {
+        let age = self.wall.duration_since(t).unwrap_or(Duration::ZERO);
+        self.registry.saturating_sub(age)
+    }
+
+    fn times(&self, span: &dyn SpanView) -> CallTimes {
+        let ended = self.at(span.end());
+        CallTimes::new(self.at(span.start()).min(ended), ended)
+    }
+}
+
+/// Which feed a core serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feed {
+    /// The span processor: spans of this process, recorded as they end; the layer's records
+    /// win over its own for a call both see.
+    InProcess,
+    /// The OTLP receiver: spans of other processes, recorded by their own clock
+    /// ([`ToolHealthRegistry::record_past`]).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    Remote,
+}
+
+/// A call waiting in a table (a late verdict, or its parent): what its span showed, its
+/// duration, its tool's hash, and when it ran (a remote span's times).
+type Waiting = (Observed, Duration, u64, Option<CallTimes>);
+
+/// What every processor version (and the OTLP receiver) shares.
 pub(crate) struct ProcessorCore {
     registry: Arc<ToolHealthRegistry>,
     conventions: Box<[Convention]>,
     compiled: Box<[Compiled]>,
     classifier: SharedClassifier,
     late: Deferred<Waiting>,
+    /// Spans of a convention that may sit inside a tool span of the same tool (MCP client
+    /// spans inside `execute_tool`), waiting for their parent: one call, one record.
+    nested: Deferred<Waiting>,
+    feed: Feed,
 }
 
 impl fmt::Debug for ProcessorCore {
@@ -100,6 +151,7 @@ impl fmt::Debug for ProcessorCore {
                     .map(Convention::name)
                     .collect::<Vec<_>>(),
             )
+            .field("feed", &self.feed)
             .finish_non_exhaustive()
     }
 }
@@ -132,12 +184,21 @@ fn with_text<R>(value: Val<'_>, f: impl FnOnce(&str) -> R) -> R {
     }
 }
 
+/// A tool span's facts, read before anything is recorded.
+struct ToolSpan<'c> {
+    convention: &'c Compiled,
+    nests: bool,
+    seen: Observed,
+    hash: u64,
+}
+
 impl ProcessorCore {
     pub(crate) fn new(
         registry: Arc<ToolHealthRegistry>,
         conventions: Vec<Convention>,
         classifier: Option<Arc<dyn OutcomeClassifier>>,
         default_classifier: DefaultClassifier,
+        feed: Feed,
     ) -> Arc<Self> {
         let mut conventions = conventions;
         conventions.truncate(MAX_CONVENTIONS);
@@ -155,8 +216,13 @@ impl ProcessorCore {
                 classifier.unwrap_or_else(|| Arc::new(default_classifier)),
             ),
             late: Deferred::new(),
+            nested: Deferred::new(),
+            feed,
         });
-        hook::install_processor();
+        if feed == Feed::InProcess {
+            // The layer marks its records only for an in-process processor to skip.
+            hook::install_processor();
+        }
         let weak: std::sync::Weak<dyn hook::DeferredFlush> = Arc::downgrade(&core) as _;
         hook::install_deferred_flush(weak);
         core
@@ -166,10 +232,16 @@ impl ProcessorCore {
         &self.registry
     }
 
+    /// The names of the conventions, in the order they are tried.
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn convention_names(&self) -> impl Iterator<Item = &str> {
+        self.conventions.iter().map(Convention::name)
+    }
+
     /// The convention a finished span matches: its target is the `target` attribute
     /// (tracing-opentelemetry's), else `code.module.name` / `code.namespace`, else the
     /// instrumentation scope's name.
-    fn convention_of(&self, span: &dyn SpanView) -> Option<&Compiled> {
+    fn convention_of(&self, span: &dyn SpanView) -> Option<(&Compiled, bool)> {
         let target = str_of(span, "target")
             .or_else(|| str_of(span, "code.module.name"))
             .or_else(|| str_of(span, "code.namespace"))
@@ -181,19 +253,15 @@ impl ProcessorCore {
             let name = (!c.names_from_otel_name()).then(|| span.name());
             c.matches_shape(target, name, declares)
         })?;
-        self.compiled.get(index)
+        Some((
+            self.compiled.get(index)?,
+            self.conventions[index].nests_in_tool_span(),
+        ))
     }
 
-    /// A span ended.
-    pub(crate) fn on_end(&self, span: &dyn SpanView) {
-        let _calling_out = CallingOut::enter();
-        if !self.late.is_idle() {
-            self.parent_ended(span);
-        }
-        self.flush_due();
-        let Some(c) = self.convention_of(span) else {
-            return;
-        };
+    /// What a finished span shows, if it is a tool span.
+    fn tool_span(&self, span: &dyn SpanView) -> Option<ToolSpan<'_>> {
+        let (c, nests) = self.convention_of(span)?;
         let mut fields = SpanFields::default();
         let max = self.registry.max_name_len();
         // `otel.name` became the span's name.
@@ -240,21 +308,55 @@ impl ProcessorCore {
             });
             seen.refused |= e.refusal;
             if error && own {
-                seen.error_event(e.error_type.take());
+                seen.error_event(c.event_error_type(e.error_type.take()));
             }
             seen.completed |= marker;
         });
+        let hash = name_hash(seen.tool_name()?);
+        Some(ToolSpan {
+            convention: c,
+            nests,
+            seen,
+            hash,
+        })
+    }
+
+    /// A span ended (`arrival`: a span of another process, received then).
+    pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
+        let _calling_out = CallingOut::enter();
+        let mut own = self.tool_span(span);
+        if !self.late.is_idle() {
+            self.parent_ended(span);
+        }
+        if !self.nested.is_idle() {
+            self.nested_parent_ended(span, own.as_mut());
+        }
+        self.flush_due();
+        let Some(ToolSpan {
+            convention: c,
+            nests,
+            seen,
+            hash,
+        }) = own
+        else {
+            return;
+        };
         let Some(tool) = seen.tool_name() else {
             return;
         };
         let registry = &self.registry;
-        let marked =
-            hook::take_layer_recorded(registry.address(), hook::tool_hash(tool), registry.now());
-        if marked || span.get(semconv::GATE_DECISION).is_some() {
-            // The layer just handled this very call (it closed the tracing span this one was
-            // bridged from), or bound a gate decision to it: one call, one record — the
-            // layer's, which holds the permit.
-            return;
+        if self.feed == Feed::InProcess {
+            let marked = hook::take_layer_recorded(
+                registry.address(),
+                hook::tool_hash(tool),
+                registry.now(),
+            );
+            if marked || span.get(semconv::GATE_DECISION).is_some() {
+                // The layer just handled this very call (it closed the tracing span this one
+                // was bridged from), or bound a gate decision to it: one call, one record —
+                // the layer's, which holds the permit.
+                return;
+            }
         }
         if seen.refused {
             return;
@@ -263,16 +365,43 @@ impl ProcessorCore {
             .end()
             .duration_since(span.start())
             .unwrap_or(Duration::ZERO);
-        let outcome = self.classify(&seen, tool);
+        let times = arrival.map(|a| a.times(span));
         let parent = span.parent_id();
+        if nests && parent != 0 {
+            // Wait for the parent: inside a tool span of the same tool, it is that call.
+            let now = registry.now();
+            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let mut out = self.nested.batch();
+            let key = span.span_id();
+            match self
+                .nested
+                .open(parent, (seen, duration, key, times), &mut out)
+            {
+                Ok(()) => {
+                    if let Closed::Waits = self.nested.close(now, due, |w| w.2 == key) {
+                        hook::deferred_add(1);
+                    }
+                    self.record_resolved(out);
+                }
+                Err((seen, ..)) => {
+                    // No room to wait: recorded on its own, now.
+                    self.record_resolved(out);
+                    if let Some(tool) = seen.tool_name() {
+                        let outcome = self.classify(&seen, tool);
+                        self.record(&seen, tool, outcome, duration, times);
+                    }
+                }
+            }
+            return;
+        }
+        let outcome = self.classify(&seen, tool);
         if c.late_failure.is_some() && outcome == Some(CallOutcome::Success) && parent != 0 {
-            let hash = name_hash(tool);
             let now = registry.now();
             let due = deferred::due(now, registry.probe_timeout_of(tool));
             let mut out = self.late.batch();
             if self
                 .late
-                .open(parent, (seen, duration, hash), &mut out)
+                .open(parent, (seen, duration, hash, times), &mut out)
                 .is_ok()
             {
                 let is_new = |w: &Waiting| w.2 == hash;
@@ -283,7 +412,7 @@ impl ProcessorCore {
             self.record_resolved(out);
             return;
         }
-        self.record(&seen, tool, outcome, duration);
+        self.record(&seen, tool, outcome, duration, times);
     }
 
     fn classify(&self, seen: &Observed, tool: &str) -> Option<CallOutcome> {
@@ -300,6 +429,7 @@ impl ProcessorCore {
         tool: &str,
         outcome: Option<CallOutcome>,
         duration: Duration,
+        times: Option<CallTimes>,
     ) {
         let Some(outcome) = outcome else {
             return; // no call was made
@@ -308,7 +438,14 @@ impl ProcessorCore {
         let mut report = CallReport::new(outcome, duration);
         report.error_type = facts.error_type;
         report.retry_after = seen.retry_hint();
-        let _ = self.registry.record_report(tool, &report);
+        match times {
+            Some(times) => {
+                let _ = self.registry.record_past(tool, &report, times);
+            }
+            None => {
+                let _ = self.registry.record_report(tool, &report);
+            }
+        }
     }
 
     /// A span ended that may be the parent of waiting calls: its events after them are the
@@ -349,25 +486,61 @@ impl ProcessorCore {
         self.record_resolved(out);
     }
 
-    /// Records the waiting calls that are due.
-    fn flush_due(&self) {
-        if self.late.is_idle() {
+    /// A span ended that may be the parent of waiting nested spans: a tool span of the same
+    /// tool takes them in (one call: what they saw is folded into its record), any other span
+    /// lets them record on their own.
+    fn nested_parent_ended(&self, span: &dyn SpanView, mut own: Option<&mut ToolSpan<'_>>) {
+        let key = span.span_id();
+        if !self.nested.has_parent(key) {
             return;
         }
-        let now = self.registry.now();
         loop {
-            let mut out = self.late.batch();
-            self.late.flush_due(now, &mut out);
+            let mut out = self.nested.batch();
+            self.nested.moved_on(key, true, &mut out);
             let more = out.maybe_more();
-            self.record_resolved(out);
+            for ((mut child, duration, _, times), _, _) in out.drain() {
+                hook::deferred_add(-1);
+                let same_tool = child.tool_name().map(name_hash);
+                match own.as_deref_mut() {
+                    Some(parent) if same_tool == Some(parent.hash) => {
+                        parent.seen.absorb(&mut child)
+                    }
+                    _ => {
+                        if let Some(tool) = child.tool_name() {
+                            let outcome = self.classify(&child, tool);
+                            self.record(&child, tool, outcome, duration, times);
+                        }
+                    }
+                }
+            }
             if !more {
                 break;
             }
         }
     }
 
+    /// Records the waiting calls that are due.
+    fn flush_due(&self) {
+        let now = self.registry.now();
+        for table in [&self.late, &self.nested] {
+            if table.is_idle() {
+                continue;
+            }
+            loop {
+                let mut out = table.batch();
+                table.flush_due(now, &mut out);
+                let more = out.maybe_more();
+                self.record_resolved(out);
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Records what was resolved out of a table.
     fn record_resolved(&self, mut out: Resolved<Waiting>) {
-        for ((mut seen, duration, _), how, end) in out.drain() {
+        for ((mut seen, duration, _, times), how, end) in out.drain() {
             if end.is_none() {
                 continue;
             }
@@ -375,9 +548,38 @@ impl ProcessorCore {
             seen.late_failure |= how == Resolution::Failed;
             if let Some(tool) = seen.tool_name() {
                 let outcome = self.classify(&seen, tool);
-                self.record(&seen, tool, outcome, duration);
+                self.record(&seen, tool, outcome, duration, times);
             }
         }
+    }
+
+    /// Records the waiting calls that are due (a feed's periodic flush).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn flush_waiting(&self) {
+        let _calling_out = CallingOut::enter();
+        self.flush_due();
+    }
+
+    /// Records every waiting call now, whatever its due time (a receiver shutting down).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn flush_all(&self) {
+        for table in [&self.late, &self.nested] {
+            loop {
+                let mut out = table.batch();
+                table.flush_due(Duration::MAX, &mut out);
+                let more = out.maybe_more();
+                self.record_resolved(out);
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// How many calls wait (for a late verdict or their parent).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    pub(crate) fn waiting(&self) -> usize {
+        self.late.len() + self.nested.len()
     }
 }
 

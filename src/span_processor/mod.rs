@@ -82,7 +82,7 @@
 //! Another SDK version's provider does not take these processors (the trait is the SDK's).
 //! The default build depends on no SDK.
 
-mod core;
+pub(crate) mod core;
 mod sdk;
 
 use std::sync::Arc;
@@ -168,6 +168,7 @@ impl Builder {
             self.conventions,
             self.classifier.map(|c| c.0),
             self.default_classifier,
+            core::Feed::InProcess,
         )
     }
 }

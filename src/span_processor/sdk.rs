@@ -196,7 +196,7 @@ macro_rules! processor_for {
                 // A panic in here (a classifier's, say) must not take the SDK's caller down.
                 let core = &self.core;
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    core.on_end(&SpanRef(&span))
+                    core.on_end(&SpanRef(&span), None)
                 }));
             }
 

@@ -416,6 +416,10 @@ pub(crate) async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_h
                 d => panic!("round {round}, replica {i}: {d:?}"),
             }
         }
+        // Every task done with the trip (the tripper adopts the episode when the trip script's
+        // reply arrives: a clock moved while it is in flight would count its cooldown from
+        // the later instant).
+        sync_all(&all).await;
         // Half the cooldown: still open everywhere, half left.
         for r in &all {
             r.clock.advance(cooldown / 2);
@@ -449,4 +453,61 @@ pub(crate) async fn an_hour_of_clock_skew_changes_nothing_only_durations_cross_h
         // Then the skewed replica's clock jumps another hour.
         all[2].clock.advance(hour);
     }
+}
+
+/// Issue 20, item 8: more local transitions than the task's queue holds (1,024) while the store
+/// hangs: the ones past it are dropped and the task resyncs. A resync re-published the open
+/// breakers only, so a probe's success in the dropped part never reached the fleet — the other
+/// replicas stayed open until the lease ran out and they probed again. Now the resync settles
+/// the probes of this replica's episodes from its breakers (and runs at once, not at the next
+/// poll).
+pub(crate) async fn a_probes_success_lost_in_an_overflowing_queue_still_closes_the_fleet() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url();
+    let prefix = prefix("overflow");
+    // No poll: only the resync the overflow asks for can tell the fleet.
+    let all = replicas(&url, &prefix, 2, config(3, SEC, 30 * SEC)).await;
+    let (a, b) = (&all[0], &all[1]);
+    assert_eq!(a.fail(TOOL, 3), 3);
+    wait_all(&all, TOOL, BreakerState::Open, "open everywhere", 5 * SEC).await;
+    // Past the cooldown, A first: A claims (it has callers) and wins; then B, which loses.
+    a.clock.advance(2 * SEC);
+    a.fleet.sync_now().await.expect("round");
+    b.clock.advance(2 * SEC);
+    b.fleet.sync_now().await.expect("round");
+    let GateDecision::Probe(permit) = a.registry.check(TOOL) else {
+        panic!("A probes: {:?}", a.fleet.status());
+    };
+    a.fleet.sync_now().await.expect("round"); // its grant reaches the store
+    server.pause();
+    // More transitions than the queue holds, one trip each (threshold 1), while the task
+    // waits on a store that does not answer…
+    let churn = ToolPolicy {
+        breaker: config(1, SEC, SEC),
+        ..ToolPolicy::default()
+    };
+    for i in 0..1100 {
+        let tool = format!("churn-{i}");
+        a.registry
+            .set_tool_policy(&tool, churn.clone(), Apply::NewBreakers);
+        a.registry.record_failure(&tool, MS);
+    }
+    // …and then the probe succeeds: its transition is one of those dropped.
+    a.registry
+        .record_with_permit(TOOL, permit, CallOutcome::Success, MS);
+    assert_eq!(a.registry.breaker_state(TOOL), BreakerState::Closed);
+    server.resume();
+    let took = wait_for("the recovery to reach B", 20 * SEC, || {
+        b.registry.breaker_state(TOOL) == BreakerState::Closed
+    })
+    .await;
+    println!("a probe's success lost in the queue reached the fleet {took:?} after SIGCONT");
+    let s = b.registry.snapshot(TOOL).expect("tracked");
+    assert_eq!(
+        (s.success_count, s.failure_count),
+        (0, 0),
+        "B closed by A's probe, not one of its own"
+    );
 }

@@ -315,3 +315,60 @@ pub(crate) async fn a_tool_turned_to_a_failure_rate_sends_only_calls_made_since(
     assert_eq!(state(&all[0]), BreakerState::Closed);
     assert_eq!(state(&all[1]), BreakerState::Closed);
 }
+
+/// Issue 20, item 8: a tool evicted (idle) and tracked again counts from zero; its new entry's
+/// counts used to be taken as differences from the old entry's last ones — once they had
+/// grown past those, the part below them was never sent.
+pub(crate) async fn a_tool_evicted_and_tracked_again_sends_every_count_of_its_new_entry() {
+    let Some(store) = store() else { return };
+    let url = store.url();
+    let prefix = prefix("rate-evicted");
+    let clock = ManualClock::new();
+    clock.advance(100 * SEC); // idle times count from a sweep's start, not from time zero
+    let registry = Arc::new(
+        ToolHealthRegistry::builder()
+            .clock(clock.clone())
+            .config(config(1000, 30 * SEC, 10 * SEC))
+            .evictable()
+            .log_transitions(false)
+            .build(),
+    );
+    registry.set_tool_policy(TOOL, rate_policy(), Apply::NewBreakers);
+    let fleet = builder(&url, &prefix)
+        .rate_scope(RateScope::Either)
+        .start(&registry)
+        .expect("starts");
+    fleet.wait_connected(10 * SEC).await.expect("connected");
+    let call = |s: u64, f: u64| {
+        // Failures first: the tool ends on a success, fresh enough to evict.
+        for _ in 0..f {
+            assert!(registry.allow_request(TOOL));
+            registry.record_failure(TOOL, MS);
+        }
+        for _ in 0..s {
+            assert!(registry.allow_request(TOOL));
+            registry.record_success(TOOL, MS);
+        }
+    };
+    call(5, 3);
+    fleet.sync_now().await.expect("round");
+    assert_eq!(stored_counts(&url, &prefix).await, (5, 3));
+    assert_eq!(
+        registry.evict_idle(30 * SEC),
+        0,
+        "a sweep starts the idle clock"
+    );
+    clock.advance(60 * SEC);
+    assert_eq!(registry.evict_idle(30 * SEC), 1, "the idle tool is evicted");
+    // Tracked again, and counting past what the old entry had sent (7 > 5, 4 > 3) before the
+    // next round: every one of its counts is new.
+    call(7, 4);
+    assert_eq!(registry.breaker_state(TOOL), BreakerState::Closed);
+    fleet.sync_now().await.expect("round");
+    assert_eq!(
+        stored_counts(&url, &prefix).await,
+        (12, 7),
+        "the new entry's counts below the old entry's last ones were never sent"
+    );
+    fleet.shutdown().await;
+}

@@ -170,8 +170,9 @@ pub(crate) async fn a_dead_probers_lease_expires_and_another_replica_takes_the_p
         assert!(start.elapsed() < 10 * SEC, "the lease never expired");
         tokio::time::sleep(Duration::from_millis(5)).await; // the store's TTL runs in real time
     }
-    // The survivors' hold ends when the lease does (on their clocks): one of them probes.
-    advance_and_sync(&all, 2 * SEC).await;
+    // The survivors' hold ends when the lease does (on their clocks, which must not fall
+    // behind the real time the store's TTL counted): one of them probes.
+    advance_and_sync(&all, start.elapsed() + 2 * SEC).await;
     let granted = probes(&all, 3);
     assert_eq!(granted.len(), 1, "one survivor takes over: {granted:?}");
     let (i, permit) = granted[0];

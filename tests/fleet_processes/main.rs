@@ -231,6 +231,7 @@ pub(crate) async fn a_trip_spreads_one_process_probes_and_a_killed_probers_lease
 
     // After the cooldown, exactly one process in the fleet gets the probe.
     advance_and_sync(&mut procs, 2000);
+    let claimed = Instant::now();
     let granted = probes(&mut procs);
     assert_eq!(granted.len(), 1, "one probe in the fleet: {granted:?}");
     let dead = granted[0];
@@ -269,8 +270,11 @@ pub(crate) async fn a_trip_spreads_one_process_probes_and_a_killed_probers_lease
         t.elapsed()
     );
 
-    // Another process takes the probe; its success closes the tool in every survivor.
-    advance_and_sync(&mut procs, 2000);
+    // Another process takes the probe; its success closes the tool in every survivor. (The
+    // clocks move on at least as far as the store's real time did since the claims: a clock
+    // behind the store's would still believe in the lease it dropped.)
+    let since = u64::try_from(claimed.elapsed().as_millis()).unwrap_or(u64::MAX);
+    advance_and_sync(&mut procs, since + 2000);
     let granted = probes(&mut procs);
     assert_eq!(
         granted.len(),

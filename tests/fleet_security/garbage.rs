@@ -85,7 +85,7 @@ pub(crate) async fn raw_cmd(client: &Client, args: Vec<Value>) -> Value {
 
 /// The placeholders: `{P}` the fleet's key space (`prefix:v1:`), `{calm}` / `{down}` the
 /// tools' hex, `{ep}` the open episode, `{boot}` the store's boot id, `{now}` / `{later}`
-/// server time (ms) and 10 s on, `{id}` a well-formed replica id, `{big}` a megabyte of
+/// server time (ms) and 10 s on (`{far}`: 31 years on), `{id}` a well-formed replica id, `{big}` a megabyte of
 /// digits, `{fields}` 40 extra hash fields.
 pub(crate) struct Vars {
     pub(crate) p: String,
@@ -113,6 +113,7 @@ fn expand(template: &str, v: &Vars) -> Vec<Value> {
             .replace("{boot}", &v.boot)
             .replace("{now}", &v.now.to_string())
             .replace("{later}", &(v.now + 10_000).to_string())
+            .replace("{far}", &(v.now + 1_000_000_000_000).to_string())
             .replace("{id}", ID)
             .replace("{big}", &big);
         out.push(Value::from(w));
@@ -373,6 +374,17 @@ pub(crate) async fn garbage_in_the_tool_state_hash_of_the_wrong_shape_or_format_
                 false,
                 &[
                     "HSET|{P}t:{calm}|v|1|ep|5|st|o|ready|-1|cd|2000|by|{id}",
+                    "SADD|{P}open|{calm}",
+                ],
+            ),
+            // Issue 20, item 8: a cooldown end past its own cooldown from now (a trip writes
+            // ready = now + cd). It was applied as is: every replica held open for decades.
+            case(
+                "open, with more left than its whole cooldown",
+                Stored,
+                false,
+                &[
+                    "HSET|{P}t:{calm}|v|1|ep|5|st|o|ready|{far}|cd|2000|by|{id}",
                     "SADD|{P}open|{calm}",
                 ],
             ),
@@ -957,5 +969,75 @@ pub(crate) async fn garbage_in_the_quorum_votes_opens_nothing_and_is_said_once()
         for r in all {
             r.fleet.shutdown().await;
         }
+    }
+}
+
+/// Issue 20, item 8: one tool's stored buckets, each in range, whose sum is not, made the
+/// whole counts reply unreadable — and every tool of its batch (up to 256) stopped tripping on
+/// the fleet's failure rate. Now that tool alone is skipped (and said once).
+pub(crate) async fn a_tool_whose_fleet_window_overflows_leaves_its_batch_mates_tripping() {
+    let Some(store) = store() else { return };
+    let url = store.url();
+    let client = raw(&url).await;
+    const HOSTILE: &str = "hostile";
+    const MATE: &str = "mate";
+    let policy = ToolPolicy {
+        breaker: config(1000, 30 * SEC, 10 * SEC),
+        trip: TripPolicy::FailureRate {
+            ratio: 0.5,
+            min_calls: 10,
+            window: Duration::from_secs(600),
+        },
+        ..ToolPolicy::default()
+    };
+    let logs = Logs::capture();
+    let prefix = prefix("rates-mate");
+    let all = replicas(&url, &prefix, REPLICAS, config(3, 2 * SEC, 10 * SEC)).await;
+    for r in &all {
+        for tool in [HOSTILE, MATE] {
+            r.registry.set_tool_policy(tool, policy.clone(), Apply::Now);
+            assert!(r.registry.allow_request(tool));
+            r.registry.record_success(tool, MS);
+        }
+    }
+    rounds(&all, 1).await;
+    let pattern = format!("{prefix}:v1:r:{}:*", hex(HOSTILE));
+    let keys: Vec<String> = cmd(&client, "KEYS", vec![&pattern]).await;
+    let (base, current) = keys
+        .iter()
+        .find_map(|k| {
+            let (base, b) = k.rsplit_once(':')?;
+            Some((base.to_owned(), b.parse::<u64>().ok()?))
+        })
+        .unwrap_or_else(|| panic!("no bucket written: {keys:?}"));
+    for back in 1..3 {
+        let k = format!("{base}:{}", current - back);
+        let _: i64 = cmd(&client, "HSET", vec![&k, "f", "4503599627370496"]).await;
+    }
+    let before = rejected(&all);
+    // Four failed calls on each replica: below `min_calls` (10) on each, 12 of 15 fleet-wide.
+    for r in &all {
+        for _ in 0..4 {
+            assert!(r.registry.allow_request(MATE));
+            r.registry.record_failure(MATE, MS);
+        }
+    }
+    rounds(&all, 2).await;
+    for (i, r) in all.iter().enumerate() {
+        assert_eq!(
+            r.registry.breaker_state(MATE),
+            BreakerState::Open,
+            "replica {i}: the fleet's failure rate of `{MATE}` no longer trips"
+        );
+        assert_eq!(r.registry.breaker_state(HOSTILE), BreakerState::Closed);
+    }
+    assert!(rejected(&all).iter().sum::<u64>() > before.iter().sum::<u64>());
+    said_once(
+        &logs,
+        Kind::Reply,
+        "an overflowing window beside a good one",
+    );
+    for r in all {
+        r.fleet.shutdown().await;
     }
 }

@@ -29,6 +29,7 @@ fn main() -> std::process::ExitCode {
         current garbage::garbage_on_the_events_channel_changes_no_breaker_and_is_said_once,
         current garbage::garbage_in_the_probe_lease_changes_no_breaker_and_still_one_probe,
         current garbage::garbage_in_the_rate_buckets_trips_nothing_and_is_said_once,
+        current garbage::a_tool_whose_fleet_window_overflows_leaves_its_batch_mates_tripping,
         current garbage::garbage_in_the_quorum_votes_opens_nothing_and_is_said_once,
         multi isolation::two_fleets_with_different_prefixes_on_one_server_never_affect_each_other,
         multi tls::a_trip_spreads_between_two_replicas_over_tls,

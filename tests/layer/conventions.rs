@@ -327,3 +327,48 @@ fn conventions_are_added_and_replaced_through_the_builder() {
         assert_eq!(calls(&registry, "genai"), (1, 0, 0, 0), "{stack:?}");
     }
 }
+
+/// Issue 20, item 8: a tool span nested in a span of the same tool is one call with it — and
+/// the inner span's framework verdict (`skipped`, `denied`: no call was made) holds for the
+/// call. It used to be dropped when the outer span absorbed the inner one, which then recorded
+/// a success (and took a held probe's verdict for one).
+#[test]
+fn a_nested_same_tool_spans_skipped_or_denied_verdict_holds_for_the_call() {
+    for stack in ALL_STACKS {
+        for outcome in ["skipped", "denied"] {
+            let (clock, registry) = new_registry(1);
+            let h = Harness::new(stack, ToolHealthLayer::new(registry.clone()));
+            h.run(|| {
+                let outer = tool_span!("search");
+                let _entered = outer.enter();
+                rig_call("search", outcome, None);
+            });
+            assert_eq!(
+                registry
+                    .snapshot("search")
+                    .map(|s| (s.success_count, s.failure_count)),
+                None,
+                "{stack:?} {outcome}: no call was made"
+            );
+            // With the probe held by the outer span: given back, not taken for a success.
+            registry.record_failure("search", Duration::from_millis(1));
+            clock.advance(Duration::from_secs(30));
+            h.run(|| {
+                let outer = tool_span!("search");
+                let _entered = outer.enter();
+                assert!(matches!(registry.check("search"), GateDecision::Probe(_)));
+                rig_call("search", outcome, None);
+            });
+            assert_eq!(
+                calls(&registry, "search"),
+                (0, 1, 0, 0),
+                "{stack:?} {outcome}"
+            );
+            assert_eq!(registry.breaker_state("search"), BreakerState::Open);
+            assert!(
+                matches!(registry.check("search"), GateDecision::Probe(_)),
+                "{stack:?} {outcome}: the probe was given back"
+            );
+        }
+    }
+}

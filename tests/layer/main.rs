@@ -7,6 +7,7 @@
 //! * `conventions`: the built-in framework conventions on spans shaped like each framework's,
 //!   the duration from the first enter, conventions added or replaced through the builder
 //! * `gate`: the span-aware gate, bound to the nearest tool span
+//! * `helper_runs`: the call helper inside a tool span of the same tool (each run one call)
 //! * `late`: verdicts that come after the span (adk, swiftide), their bounds
 //! * `robustness`: odd field values, logging from inside the layer
 //! * `async_tasks`: async tools on a multi-thread tokio runtime
@@ -52,6 +53,7 @@ mod async_tasks;
 mod classify;
 mod conventions;
 mod gate;
+mod helper_runs;
 mod late;
 mod otel;
 mod robustness;

@@ -1,7 +1,8 @@
 -- counts(prefix, width_ms, n, (hex, successes, failures) * n)
 -- Adds each replica's new counts (sent once, never again) to the tool's time bucket by server
 -- time, and answers the fleet's window per tool: the current bucket and the 8 before it, as
--- the local window counts. Returns {boot, corrupt, (hex, successes, failures) * n}.
+-- the local window counts. Returns {boot, corrupt, (hex, successes, failures) * n}; a tool whose
+-- window sums past the bound of every stored integer is answered ('-', '-').
 local width, n = int(ARGV[2], MAXMS), int(ARGV[3], 10000)
 if width == nil or width == 0 or n == nil then return redis.error_reply('ERR tool-health: bad arguments') end
 local now = now_ms()
@@ -41,8 +42,15 @@ for i = 0, n - 1 do
     end
   end
   out[#out + 1] = hex
-  out[#out + 1] = S(ts)
-  out[#out + 1] = S(tf)
+  -- Buckets each in range whose sum is not: this tool's window cannot be trusted ('-', which
+  -- the client skips and counts); the other tools of the batch are answered as usual.
+  if ts > MAXN or tf > MAXN then
+    out[#out + 1] = '-'
+    out[#out + 1] = '-'
+  else
+    out[#out + 1] = S(ts)
+    out[#out + 1] = S(tf)
+  end
 end
 out[2] = S(corrupt)
 return out

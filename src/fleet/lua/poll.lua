@@ -1,9 +1,10 @@
 -- poll(prefix, max, n, hex_1 .. hex_n)
 -- What a replica reads every poll interval: the boot id, then the state and control of every
 -- tool it asked about (the ones it holds fleet state for) and of up to `max` tools open or
--- under a control fleet-wide. Returns {boot, corrupt, count, (13 fields per tool)...}:
--- hex, state kind, ep, st, remaining, cooldown, by, control kind, ver, mode, remaining,
--- shadow, rst.
+-- under a control fleet-wide, then up to `max` open failure streaks. Returns
+-- {boot, corrupt, count, (13 fields per tool)..., streaks, (hex, n, threshold) per streak}:
+-- per tool hex, state kind, ep, st, remaining, cooldown, by, control kind, ver, mode,
+-- remaining, shadow, rst.
 local max, n = int(ARGV[2], 100000), int(ARGV[3], 100000)
 if max == nil or n == nil then return redis.error_reply('ERR tool-health: bad arguments') end
 local now = now_ms()
@@ -47,6 +48,36 @@ for _, set in ipairs({ 'open', 'ctls' }) do
     redis.call('DEL', k) corrupt = corrupt + 1
   end
 end
+-- Open failure streaks (streak.lua): the replicas report their successes while one is open.
+local streaks, scount = {}, 0
+local sk = P .. 'strk'
+local skt = ktype(sk)
+if skt == 'set' then
+  for _, hex in ipairs(redis.call('SRANDMEMBER', sk, max)) do
+    local n, thr = nil, nil
+    if is_hex(hex) then
+      local k = P .. 'k:' .. hex
+      if ktype(k) == 'hash' then
+        local f = redis.call('HMGET', k, 'v', 'n', 'thr')
+        if f[1] == '1' then n, thr = int(f[2], MAXN), int(f[3], 1000000000) end
+      end
+    else
+      corrupt = corrupt + 1
+    end
+    if n ~= nil and thr ~= nil and n > 0 then
+      streaks[#streaks + 1] = hex
+      streaks[#streaks + 1] = S(n)
+      streaks[#streaks + 1] = S(thr)
+      scount = scount + 1
+    else
+      redis.call('SREM', sk, hex)
+    end
+  end
+elseif skt ~= 'none' then
+  redis.call('DEL', sk) corrupt = corrupt + 1
+end
 local head = { bt, S(corrupt), S(count) }
 for i = 1, #out do head[#head + 1] = out[i] end
+head[#head + 1] = S(scount)
+for i = 1, #streaks do head[#head + 1] = streaks[i] end
 return head

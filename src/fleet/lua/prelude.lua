@@ -10,9 +10,14 @@ local MAXMS = 1099511627775          -- 2^40 - 1 ms: "never"
 local MAXN = 4503599627370496        -- 2^52: bound of every stored integer
 local LEASE_SLACK = 86400000         -- a lease may outlast our own bound by a day (other configs)
 local function S(n) return string.format('%.0f', n) end
+-- The server's time in ms, read once per script (every reading in one run is the same instant).
+local NOW = nil
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if NOW == nil then
+    local t = redis.call('TIME')
+    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW
 end
 -- A strict non-negative decimal integer no larger than `max`, or nil.
 local function int(v, max)
@@ -59,6 +64,10 @@ local function read_state(hex)
     or not is_id(s.by) then
     return 'corrupt'
   end
+  -- An open episode's cooldown ends at most its own cooldown from now (a trip writes
+  -- ready = now + cd): a later end is no replica's, and would hold every replica open for as
+  -- long as it says.
+  if s.st == 'o' and s.cd < MAXMS and s.ready > now_ms() + s.cd then return 'corrupt' end
   return s
 end
 -- A state as the client reads it: kind, ep, st, remaining ms, cooldown ms, by.
@@ -73,6 +82,9 @@ end
 local function write_open(hex, ep, now, cd, by)
   local k = P .. 't:' .. hex
   redis.call('DEL', k)
+  -- A new episode ends the tool's fleet-wide failure streak (see streak.lua).
+  redis.call('DEL', P .. 'k:' .. hex)
+  if ktype(P .. 'strk') == 'set' then redis.call('SREM', P .. 'strk', hex) end
   redis.call('HSET', k, 'v', '1', 'ep', S(ep), 'st', 'o', 'ready', S(now + cd), 'cd', S(cd), 'by', by)
   local ok = ktype(P .. 'open')
   if ok ~= 'none' and ok ~= 'set' then redis.call('DEL', P .. 'open') corrupt = corrupt + 1 end

@@ -1,0 +1,97 @@
+//! Fleet-wide counts: this replica's new calls into the fleet's failure-rate windows.
+
+use super::*;
+
+impl Task {
+    /// Adds this replica's new counts to the fleet's windows and trips where the fleet's
+    /// failure rate says so.
+    pub(super) async fn rates(&mut self) {
+        if self.settings.rate_scope == RateScope::Local {
+            return;
+        }
+        // Every tool, whatever its policy: what was counted up to now is marked sent each
+        // round, so a tool that turns to a failure rate later sends only calls made since.
+        let mut views: Vec<(String, CoordinationView)> = Vec::new();
+        self.registry
+            .coordination()
+            .for_each_coordination_view(|name, v| {
+                if name.len() <= wire::MAX_SHARED_NAME {
+                    views.push((name.to_owned(), v.clone()));
+                }
+            });
+        // One call per window width, in batches: (name, hex, new successes, new failures, view).
+        type Row = (String, String, u64, u64, CoordinationView);
+        let mut by_width: HashMap<u64, Vec<Row>> = HashMap::new();
+        for (name, v) in views {
+            let Some(ts) = self.tool(&name) else { continue };
+            // Not marked yet: the tool was created since the last round (tools that existed
+            // when this replica joined got their baseline then), so every count is new; a mark
+            // of another incarnation: the entry was evicted and created again, counting from
+            // zero (whatever its counts reached since, they are all new).
+            let (s0, f0) = match ts.sent {
+                Some((incarnation, s, f))
+                    if incarnation == v.incarnation && s <= v.success && f <= v.failure =>
+                {
+                    (s, f)
+                }
+                _ => (0, 0),
+            };
+            let (ds, df) = (v.success - s0, v.failure - f0);
+            // Marked sent before the call: a count is never sent twice (a lost call loses it).
+            ts.sent = Some((v.incarnation, v.success, v.failure));
+            let TripPolicy::FailureRate { window, .. } = v.trip else {
+                continue;
+            };
+            let width = arg_ms(window)
+                .div_ceil(crate::policy::WINDOW_BUCKETS as u64)
+                .max(1);
+            let hex = ts.hex.clone();
+            by_width
+                .entry(width)
+                .or_default()
+                .push((name, hex, ds, df, v));
+        }
+        for (width, tools) in by_width {
+            for batch in tools.chunks(COUNTS_BATCH) {
+                let mut args = vec![width.to_string(), batch.len().to_string()];
+                for (_, hex, ds, df, _) in batch {
+                    args.extend([hex.clone(), ds.to_string(), df.to_string()]);
+                }
+                let reply = match self.store.call(&self.store.scripts.counts, args).await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.store_failed(&e);
+                        return;
+                    }
+                };
+                let Some(r) = wire::counts_reply(&reply) else {
+                    self.reject(Rejected::Reply, 1);
+                    return;
+                };
+                self.note(r.boot, r.corrupt);
+                // A tool whose window cannot be read is skipped (and said); the others count.
+                self.reject(Rejected::Reply, r.value.unreadable);
+                for (tool, successes, failures) in r.value.tools {
+                    let Some((_, _, _, _, v)) = batch.iter().find(|t| t.0 == tool) else {
+                        continue;
+                    };
+                    let TripPolicy::FailureRate {
+                        ratio, min_calls, ..
+                    } = v.trip
+                    else {
+                        continue;
+                    };
+                    let calls = successes.saturating_add(failures);
+                    let open_here = self.tools.get(&tool).is_some_and(|t| t.episode.is_some());
+                    if !open_here
+                        && v.state == BreakerState::Closed
+                        && TripPolicy::rate_trips(ratio, min_calls, failures, calls)
+                    {
+                        let recovery = v.recovery;
+                        self.trip(&tool, recovery, true).await;
+                    }
+                }
+            }
+        }
+    }
+}

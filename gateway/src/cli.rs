@@ -8,18 +8,23 @@ pub(crate) const USAGE: &str = "\
 tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
 
 usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
-                           [--control-token-file FILE] [--allow-host HOST]... [--check]
+                           [--control-token-file FILE] [--allow-host HOST]...
+                           [--otlp-grpc ADDR] [--forward-traces URL] [--check]
 
   --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
                              section (docs/gateway.md)
   --listen ADDR              also serve HTTP on ADDR (127.0.0.1 unless it says otherwise;
                              `8080` means 127.0.0.1:8080): MCP at /mcp, the API at /v1/tools,
-                             the status page at /
+                             the status page at /, agents' OTLP/HTTP traces at /v1/traces
   --no-stdio                 no MCP over stdin/stdout (with --listen: an HTTP-only gateway)
   --control-token-file FILE  turn the operator controls on, behind the token in FILE (or set
                              TOOL_HEALTH_GATEWAY_TOKEN); 16 to 256 visible ASCII characters
   --allow-host HOST          a Host header /mcp accepts besides localhost (repeatable; needed
                              when clients reach a non-loopback --listen by name)
+  --otlp-grpc ADDR           also receive agents' traces over OTLP/gRPC on ADDR (as --listen:
+                             127.0.0.1 unless it says otherwise; 4317 is OTLP's port)
+  --forward-traces URL       forward every trace request received, unchanged, to this
+                             OTLP/HTTP traces endpoint (http://collector:4318/v1/traces)
   --check                    check the config and exit (0: valid)
   --version, --help
 
@@ -35,6 +40,10 @@ pub(crate) struct Args {
     pub(crate) token_file: Option<PathBuf>,
     pub(crate) allow_hosts: Vec<String>,
     pub(crate) check: bool,
+    /// `--otlp-grpc`: where the OTLP/gRPC trace receiver listens.
+    pub(crate) otlp_grpc: Option<SocketAddr>,
+    /// `--forward-traces`: the next OTLP/HTTP traces endpoint.
+    pub(crate) forward_traces: Option<String>,
 }
 
 /// What the command line asks for.
@@ -69,6 +78,8 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
     let mut token_file = None;
     let mut allow_hosts = Vec::new();
     let mut check = false;
+    let mut otlp_grpc = None;
+    let mut forward_traces = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -90,6 +101,20 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             }
             "--allow-host" => allow_hosts.push(value("--allow-host")?),
             "--check" => check = true,
+            "--otlp-grpc" => {
+                let v = value("--otlp-grpc")?;
+                otlp_grpc = Some(listen_addr(&v).map_err(|e| e.replace("--listen", "--otlp-grpc"))?)
+            }
+            "--forward-traces" => {
+                let url = value("--forward-traces")?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!(
+                        "--forward-traces {url:?}: give the next collector's OTLP/HTTP traces URL, \
+                         e.g. `http://127.0.0.1:4318/v1/traces`"
+                    ));
+                }
+                forward_traces = Some(url);
+            }
             "--help" | "-h" => return Ok(Command::Help),
             "--version" | "-V" => return Ok(Command::Version),
             other => return Err(format!("unknown argument {other:?} (see --help)")),
@@ -98,8 +123,14 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
     let Some(config) = config else {
         return Err("--config FILE is required (see --help)".to_owned());
     };
-    if !stdio && listen.is_none() && !check {
+    if !stdio && listen.is_none() && otlp_grpc.is_none() && !check {
         return Err("--no-stdio without --listen serves nothing: add --listen ADDR".to_owned());
+    }
+    if forward_traces.is_some() && listen.is_none() && otlp_grpc.is_none() {
+        return Err(
+            "--forward-traces forwards what the receiver gets: add --listen ADDR or --otlp-grpc ADDR"
+                .to_owned(),
+        );
     }
     Ok(Command::Run(Args {
         config,
@@ -108,6 +139,8 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
         token_file,
         allow_hosts,
         check,
+        otlp_grpc,
+        forward_traces,
     }))
 }
 
@@ -144,5 +177,22 @@ mod tests {
             .contains("--listen"));
         assert!(args("--config x --bogus").unwrap_err().contains("--bogus"));
         assert_eq!(args("--help").unwrap(), Command::Help);
+        let Command::Run(a) =
+            args("--config x --no-stdio --otlp-grpc 4317 --forward-traces http://c:4318/v1/traces")
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(a.otlp_grpc, Some("127.0.0.1:4317".parse().unwrap()));
+        assert_eq!(a.forward_traces.as_deref(), Some("http://c:4318/v1/traces"));
+        assert!(args("--config x --otlp-grpc nowhere")
+            .unwrap_err()
+            .contains("--otlp-grpc"));
+        assert!(args("--config x --listen 1 --forward-traces c:4318")
+            .unwrap_err()
+            .contains("OTLP/HTTP traces URL"));
+        assert!(args("--config x --forward-traces http://c/v1/traces")
+            .unwrap_err()
+            .contains("--listen"));
     }
 }

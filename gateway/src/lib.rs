@@ -166,7 +166,45 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Agents' traces (issue 23): OTLP/HTTP at /v1/traces with --listen, OTLP/gRPC with
+    // --otlp-grpc, into the same registry as the MCP calls.
+    let receiver = if args.listen.is_some() || args.otlp_grpc.is_some() {
+        let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry));
+        if let Some(url) = &args.forward_traces {
+            b = b.forward_to(url.clone());
+        }
+        match b.build() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!("the trace receiver: {e}");
+                eprintln!("tool-health-gateway: the trace receiver: {e}");
+                gw.stop(STOP_TIMEOUT).await;
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let mut code = ExitCode::SUCCESS;
+    let mut grpc_task = None;
+    if let (Some(addr), Some(receiver)) = (args.otlp_grpc, &receiver) {
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("--otlp-grpc {addr}: {e}");
+                eprintln!("tool-health-gateway: --otlp-grpc {addr}: {e}");
+                gw.stop(STOP_TIMEOUT).await;
+                return ExitCode::FAILURE;
+            }
+        };
+        let bound = listener.local_addr().unwrap_or(addr);
+        tracing::info!("receiving OTLP/gRPC traces on {bound}");
+        let receiver = receiver.clone();
+        let stop = gw.shutdown.clone();
+        grpc_task = Some(tokio::spawn(async move {
+            receiver.serve_grpc(listener, stop.cancelled_owned()).await
+        }));
+    }
     let mut http_task = None;
     if let Some(addr) = args.listen {
         let listener = match tokio::net::TcpListener::bind(addr).await {
@@ -186,9 +224,10 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
             );
         }
         tracing::info!(
-            "listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /"
+            "listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /, \
+             OTLP/HTTP traces at /v1/traces"
         );
-        let router = http::router(&gw, &args.allow_hosts);
+        let router = http::router(&gw, &args.allow_hosts, receiver.as_ref());
         let stop = gw.shutdown.clone();
         http_task = Some(tokio::spawn(async move {
             axum::serve(listener, router)
@@ -219,6 +258,16 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
             tracing::error!("the HTTP server failed: {e}");
             code = ExitCode::FAILURE;
         }
+    }
+    if let Some(task) = grpc_task {
+        if let Ok(Ok(Err(e))) = tokio::time::timeout(STOP_TIMEOUT, task).await {
+            tracing::error!("the OTLP/gRPC receiver failed: {e}");
+            code = ExitCode::FAILURE;
+        }
+    }
+    if let Some(receiver) = &receiver {
+        // Calls whose late verdict was still awaited are recorded as their spans showed them.
+        receiver.flush();
     }
     if let Some(fleet) = &gw.fleet {
         let _ = tokio::time::timeout(STOP_TIMEOUT, async {

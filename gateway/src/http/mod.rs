@@ -9,8 +9,7 @@
 //! | `GET /v1/servers`, `POST /v1/servers/{server}/{action}` | the upstreams; their breakers' controls |
 //! | `GET /healthz` | 200 while the gateway serves |
 //! | `GET /` (the page), `/tools`, `/events`, `/metrics` | the library's status router (`tool_health::status`) |
-//!
-//! Issue 23's OTLP receiver mounts at `/v1/traces` here.
+//! | `POST /v1/traces` | agents' OTLP/HTTP traces (protobuf or JSON), fed to the same breakers (`tool_health::receiver`) |
 
 pub(crate) mod api;
 pub(crate) mod controls;
@@ -29,7 +28,13 @@ const API_BODY_LIMIT: usize = 64 * 1024;
 
 /// The whole HTTP surface. `allowed_hosts`: the `Host` values `/mcp` accepts besides the
 /// loopback names (rmcp's guard against DNS rebinding).
-pub(crate) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
+/// `receiver`: the OTLP trace receiver, mounted at `/v1/traces` (its own body limits); the
+/// gateway serves the advisory gate (`/v1/tools/{tool}`, `…/claim`) itself.
+pub(crate) fn router(
+    gw: &Arc<Gateway>,
+    allowed_hosts: &[String],
+    receiver: Option<&tool_health::receiver::Receiver>,
+) -> Router {
     let api = Router::new()
         .route("/healthz", get(api::healthz))
         .route("/v1/tools", get(api::tools))
@@ -46,6 +51,10 @@ pub(crate) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
         )
         .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
         .with_state(Arc::clone(gw));
-    api.merge(mcp::router(gw, allowed_hosts))
-        .fallback_service(gw.status.router())
+    let api = api.merge(mcp::router(gw, allowed_hosts));
+    let api = match receiver {
+        Some(r) => api.merge(r.router()),
+        None => api,
+    };
+    api.fallback_service(gw.status.router())
 }

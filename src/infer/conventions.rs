@@ -932,6 +932,19 @@ impl Compiled {
     }
 }
 
+/// Adds `convention` to a builder's list (the layer's, the span processor's, the receiver's):
+/// one of the same name is replaced in place; a new one goes after the `added` ones added
+/// before it, ahead of the defaults, and counts as added.
+pub(crate) fn add_to(list: &mut Vec<Convention>, added: &mut usize, convention: Convention) {
+    match list.iter().position(|c| c.name() == convention.name()) {
+        Some(i) => list[i] = convention,
+        None => {
+            list.insert((*added).min(list.len()), convention);
+            *added += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,18 +122,7 @@ impl Builder {
     }
 
     fn convention(mut self, convention: Convention) -> Self {
-        match self
-            .conventions
-            .iter()
-            .position(|c| c.name() == convention.name())
-        {
-            Some(i) => self.conventions[i] = convention,
-            None => {
-                let at = self.added.min(self.conventions.len());
-                self.conventions.insert(at, convention);
-                self.added += 1;
-            }
-        }
+        crate::infer::conventions::add_to(&mut self.conventions, &mut self.added, convention);
         self
     }
 

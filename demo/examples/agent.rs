@@ -520,7 +520,8 @@ fn start_status(
     Ok(format!("http://{local}/"))
 }
 
-#[cfg(feature = "fleet")]
+// Named only by the status page's wiring.
+#[cfg(all(feature = "fleet", feature = "status"))]
 use tool_health::fleet::Fleet;
 /// Without fleet mode there is no fleet to publish.
 #[cfg(not(feature = "fleet"))]
@@ -753,7 +754,11 @@ fn main() -> ExitCode {
             }
         }
     }
+    // The replica leaves the fleet before the exporters flush (without fleet mode: no fleet).
+    #[cfg(feature = "fleet")]
     drop(fleet);
+    #[cfg(not(feature = "fleet"))]
+    let _ = fleet;
 
     if let (Some(guard), Some(endpoint)) = (telemetry, endpoint) {
         let flush = Instant::now();

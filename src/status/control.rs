@@ -31,19 +31,35 @@ pub const MAX_FORCE_OPEN_SECS: u64 = 7 * 24 * 3600;
 /// The isolation `force-open` applies without `seconds`.
 pub const DEFAULT_FORCE_OPEN_SECS: u64 = 300;
 
-/// The control token (its `Debug` never shows it).
+/// An operator-control bearer token, as the status router checks it (and a server of your
+/// own that serves controls, such as `tool-health-gateway`): [`MIN_TOKEN_LEN`] to
+/// [`MAX_TOKEN_LEN`] bytes of visible ASCII, compared in time that depends on its length only.
+/// Its `Debug` never shows it.
+///
+/// ```
+/// use axum::http::{header, HeaderMap};
+/// use tool_health::status::ControlToken;
+///
+/// let token = ControlToken::new("0123456789abcdef-token").unwrap();
+/// let mut headers = HeaderMap::new();
+/// headers.insert(header::AUTHORIZATION, "Bearer 0123456789abcdef-token".parse().unwrap());
+/// assert!(token.authorizes(&headers));
+/// assert!(ControlToken::new("short").is_err());
+/// ```
 #[derive(Clone)]
-pub(super) struct Token(Box<[u8]>);
+pub struct ControlToken(Box<[u8]>);
 
-impl fmt::Debug for Token {
+impl fmt::Debug for ControlToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token(<redacted>)")
     }
 }
 
-impl Token {
+impl ControlToken {
     /// Checks the token's form: [`MIN_TOKEN_LEN`] to [`MAX_TOKEN_LEN`] bytes of visible ASCII.
-    pub(super) fn new(token: String) -> Result<Self, String> {
+    /// The error says what is wrong ("must be …"), never the token.
+    pub fn new(token: impl Into<String>) -> Result<Self, String> {
+        let token = token.into();
         let len = token.len();
         if !(MIN_TOKEN_LEN..=MAX_TOKEN_LEN).contains(&len) {
             return Err(format!(
@@ -67,7 +83,7 @@ impl Token {
     }
 
     /// Whether the request carries the token as `Authorization: Bearer <token>`.
-    pub(super) fn authorizes(&self, headers: &HeaderMap) -> bool {
+    pub fn authorizes(&self, headers: &HeaderMap) -> bool {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return false;
         };
@@ -148,21 +164,23 @@ mod tests {
 
     #[test]
     fn token_form_is_checked() {
-        assert!(Token::new("short".into())
+        assert!(ControlToken::new("short")
             .unwrap_err()
             .contains("16 to 256"));
-        assert!(Token::new("x".repeat(257)).unwrap_err().contains("got 257"));
-        assert!(Token::new("has a space in it!".into()).is_err());
-        assert!(Token::new("0123456789abcdef".into()).is_ok());
+        assert!(ControlToken::new("x".repeat(257))
+            .unwrap_err()
+            .contains("got 257"));
+        assert!(ControlToken::new("has a space in it!").is_err());
+        assert!(ControlToken::new("0123456789abcdef").is_ok());
         assert_eq!(
-            format!("{:?}", Token::new("0123456789abcdef".into()).unwrap()),
+            format!("{:?}", ControlToken::new("0123456789abcdef").unwrap()),
             "Token(<redacted>)"
         );
     }
 
     #[test]
     fn only_the_exact_bearer_token_authorizes() {
-        let token = Token::new("0123456789abcdef".into()).unwrap();
+        let token = ControlToken::new("0123456789abcdef").unwrap();
         let with = |v: &str| {
             let mut h = HeaderMap::new();
             h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());

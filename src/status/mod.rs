@@ -64,7 +64,9 @@ mod page;
 mod prometheus;
 mod snapshot;
 
-pub use control::{DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
+pub use control::{
+    ControlToken, DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS, MAX_TOKEN_LEN, MIN_TOKEN_LEN,
+};
 #[cfg(feature = "prometheus")]
 pub use prometheus::{PrometheusError, PrometheusMetrics};
 pub use snapshot::{
@@ -72,7 +74,7 @@ pub use snapshot::{
     SHAPE_VERSION,
 };
 
-use control::{Action, Token};
+use control::Action;
 use events::Broadcaster;
 use history::{History, TransitionRecord};
 use snapshot::Meta;
@@ -214,7 +216,7 @@ impl StatusBuilder {
             );
         }
         if let Some(t) = &self.token {
-            if let Err(message) = Token::new(t.clone()) {
+            if let Err(message) = ControlToken::new(t.clone()) {
                 return err("control_token", message);
             }
         }
@@ -249,7 +251,7 @@ struct Shared {
     /// transitions before the first request reach the log).
     task_receiver: Mutex<Option<broadcast::Receiver<Arc<TransitionRecord>>>>,
     task_started: AtomicBool,
-    token: Option<Token>,
+    token: Option<ControlToken>,
     snapshot_interval: Duration,
     sample_interval: Duration,
     #[cfg(feature = "prometheus")]
@@ -338,7 +340,7 @@ impl Status {
             task_receiver: Mutex::new(Some(task_receiver)),
             task_started: AtomicBool::new(false),
             // Checked by `build`; `router` has none.
-            token: b.token.and_then(|t| Token::new(t).ok()),
+            token: b.token.and_then(|t| ControlToken::new(t).ok()),
             snapshot_interval: b.snapshot_interval,
             sample_interval: b.sample_interval,
             #[cfg(feature = "prometheus")]

@@ -23,21 +23,19 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::Response;
 
+use tool_health::status::{ControlToken, DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS};
+
 use super::api::{self, error};
 use crate::gateway::Gateway;
 
-/// The shortest token accepted, in bytes.
-pub(crate) const MIN_TOKEN_LEN: usize = 16;
-/// The longest token accepted, in bytes.
-pub(crate) const MAX_TOKEN_LEN: usize = 256;
-/// The longest `force-open` accepted, in seconds (a week).
-const MAX_FORCE_OPEN_SECS: u64 = 7 * 24 * 3600;
-/// `force-open` without `seconds`.
-const DEFAULT_FORCE_OPEN_SECS: u64 = 300;
-
-/// The control token (its `Debug` never shows it).
+/// The control token: the library's check ([`ControlToken`]: length, visible ASCII,
+/// constant-time comparison), and the token itself for the status page's router, which checks
+/// its own copy. Its `Debug` never shows it.
 #[derive(Clone)]
-pub(crate) struct Token(Box<[u8]>);
+pub(crate) struct Token {
+    check: ControlToken,
+    raw: Box<str>,
+}
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -46,48 +44,25 @@ impl fmt::Debug for Token {
 }
 
 impl Token {
-    /// Checks the token's form (the reason on `Err`, without the token).
+    /// Checks the token's form (the reason on `Err`, without the token); a file's final
+    /// newline is not part of it.
     pub(crate) fn new(token: &str) -> Result<Self, String> {
         let token = token.trim_end_matches(['\n', '\r']);
-        let len = token.len();
-        if !(MIN_TOKEN_LEN..=MAX_TOKEN_LEN).contains(&len) {
-            return Err(format!(
-                "the control token must be {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} bytes long, got {len}"
-            ));
-        }
-        if !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(
-                "the control token must be visible ASCII characters only (no spaces)".into(),
-            );
-        }
-        Ok(Self(token.as_bytes().into()))
+        let check = ControlToken::new(token).map_err(|e| format!("the control token {e}"))?;
+        Ok(Self {
+            check,
+            raw: token.into(),
+        })
     }
 
     /// The token itself, for the status page's router (which checks its own copy).
     pub(crate) fn expose(&self) -> String {
-        String::from_utf8_lossy(&self.0).into_owned()
-    }
-
-    /// Whether `presented` is the token: every byte of the token is compared, whatever the
-    /// input, so the time taken says nothing about how much of a guess was right.
-    fn matches(&self, presented: &[u8]) -> bool {
-        let mut diff = u8::from(presented.len() != self.0.len());
-        for (i, expected) in self.0.iter().enumerate() {
-            diff |= expected ^ presented.get(i).copied().unwrap_or(0);
-        }
-        std::hint::black_box(diff) == 0
+        self.raw.to_string()
     }
 
     /// Whether the request carries `Authorization: Bearer <token>`.
     pub(crate) fn authorizes(&self, headers: &HeaderMap) -> bool {
-        let Some(value) = headers.get(header::AUTHORIZATION) else {
-            return false;
-        };
-        let value = value.as_bytes();
-        let presented = value
-            .strip_prefix(b"Bearer ")
-            .or_else(|| value.strip_prefix(b"bearer "));
-        presented.is_some_and(|p| self.matches(p))
+        self.check.authorizes(headers)
     }
 }
 

@@ -79,8 +79,8 @@ use std::sync::Arc;
 
 use crate::infer::classify::{DefaultClassifier, OutcomeClassifier};
 use crate::infer::conventions::Convention;
+use crate::infer::span_core::{Feed, SpanCore};
 use crate::registry::ToolHealthRegistry;
-use crate::span_processor::core::{Feed, ProcessorCore};
 
 pub use grpc::TraceService;
 pub use limits::{Limits, ReceiverError};
@@ -175,7 +175,7 @@ impl Counters {
 /// What every clone of a [`Receiver`] shares.
 #[derive(Debug)]
 struct Inner {
-    core: Arc<ProcessorCore>,
+    core: Arc<SpanCore>,
     limits: Limits,
     /// The fields some convention takes a tool name from.
     name_fields: Box<[Box<str>]>,
@@ -301,7 +301,7 @@ impl ReceiverBuilder {
             .collect();
         name_fields.sort();
         name_fields.dedup();
-        let core = ProcessorCore::new(
+        let core = SpanCore::new(
             self.registry,
             self.conventions,
             self.classifier.map(|c| c.0),

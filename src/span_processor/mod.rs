@@ -82,13 +82,13 @@
 //! Another SDK version's provider does not take these processors (the trait is the SDK's).
 //! The default build depends on no SDK.
 
-pub(crate) mod core;
 mod sdk;
 
 use std::sync::Arc;
 
 use crate::infer::classify::{DefaultClassifier, OutcomeClassifier};
 use crate::infer::conventions::Convention;
+use crate::infer::span_core::{Feed, SpanCore};
 use crate::registry::ToolHealthRegistry;
 
 /// The builder every version shares.
@@ -151,13 +151,13 @@ impl Builder {
         self
     }
 
-    fn build(self) -> Arc<core::ProcessorCore> {
-        core::ProcessorCore::new(
+    fn build(self) -> Arc<SpanCore> {
+        SpanCore::new(
             self.registry,
             self.conventions,
             self.classifier.map(|c| c.0),
             self.default_classifier,
-            core::Feed::InProcess,
+            Feed::InProcess,
         )
     }
 }

@@ -1,6 +1,9 @@
-//! The version-neutral part of the span processor: an OpenTelemetry span, seen through
-//! [`SpanView`] (each SDK version's adapter implements it), into the inference's neutral shape;
-//! conventions, classification and late verdicts exactly as the layer runs them.
+//! The span core: a finished OpenTelemetry-shaped span, seen through [`SpanView`], into
+//! records — conventions, classification, late verdicts and nested calls exactly as the layer
+//! runs them. Every feed of such spans adapts its own span to `SpanView` and calls
+//! [`SpanCore::on_end`]: each SDK version's span processor (`crate::span_processor`), the OTLP
+//! receiver (`crate::receiver`) for other processes' spans. It lives below both, so each feed
+//! goes down only.
 
 use std::fmt;
 use std::sync::Arc;
@@ -127,7 +130,7 @@ pub(crate) enum Feed {
 type Waiting = (Observed, Duration, u64, Option<CallTimes>);
 
 /// What every processor version (and the OTLP receiver) shares.
-pub(crate) struct ProcessorCore {
+pub(crate) struct SpanCore {
     registry: Arc<ToolHealthRegistry>,
     conventions: Box<[Convention]>,
     compiled: Box<[Compiled]>,
@@ -139,7 +142,7 @@ pub(crate) struct ProcessorCore {
     feed: Feed,
 }
 
-impl fmt::Debug for ProcessorCore {
+impl fmt::Debug for SpanCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHealthSpanProcessor")
             .field("registry", &self.registry)
@@ -192,7 +195,7 @@ struct ToolSpan<'c> {
     hash: u64,
 }
 
-impl ProcessorCore {
+impl SpanCore {
     pub(crate) fn new(
         registry: Arc<ToolHealthRegistry>,
         conventions: Vec<Convention>,
@@ -583,11 +586,11 @@ impl ProcessorCore {
     }
 }
 
-impl hook::DeferredFlush for ProcessorCore {
+impl hook::DeferredFlush for SpanCore {
     fn flush_due(&self, registry: usize) {
         if self.registry.address() == registry {
             let _calling_out = CallingOut::enter();
-            ProcessorCore::flush_due(self);
+            SpanCore::flush_due(self);
         }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::expand::{expand, Env};
 use super::locate::Index;
 use super::words::{dotted, kind, list, suggestion};
 use super::{Config, Health, Problem, Settings, ToolSettings, DEFAULT_MAX_MESSAGE_BYTES};
@@ -14,7 +15,11 @@ pub(super) struct Checker<'a> {
     pub(super) index: &'a Index,
     pub(super) problems: Vec<Problem>,
     pub(super) warnings: Vec<String>,
+    /// What this machine lacks (see [`Config::absent`]).
+    pub(super) absent: Vec<Problem>,
     pub(super) file: &'a str,
+    /// Where `${VAR}` is read.
+    pub(super) env: Env<'a>,
 }
 
 pub(super) fn p(parts: &[&str]) -> Vec<String> {
@@ -40,6 +45,36 @@ impl Checker<'_> {
             message: message.into(),
             fix: fix.into(),
         });
+    }
+
+    /// Something this machine lacks (see [`Config::absent`]).
+    pub(super) fn absent(
+        &mut self,
+        path: &[String],
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
+        self.absent.push(Problem {
+            path: dotted(path),
+            line: self.index.nearest_line(path),
+            message: message.into(),
+            fix: fix.into(),
+        });
+    }
+
+    /// `text` with its `${VAR}` expanded (`expand.rs`), or a problem naming the variable.
+    pub(super) fn expanded(&mut self, text: &str, path: &[String]) -> Option<String> {
+        match expand(text, self.env) {
+            Ok(t) => Some(t.into_owned()),
+            Err(var) => {
+                self.problem(
+                    path,
+                    format!("uses `${{{var}}}`, which is not set in the gateway's environment"),
+                    format!("set {var} where the gateway runs, or give a default: `${{{var}:-…}}`"),
+                );
+                None
+            }
+        }
     }
 
     pub(super) fn warn(&mut self, path: &[String], message: &str) {
@@ -128,11 +163,24 @@ impl Checker<'_> {
             Some(h) => self.health(h),
         };
         let Some(servers_value) = root.get("mcpServers") else {
+            let typo = root
+                .keys()
+                .find(|k| suggestion(k, &["mcpServers"]).is_some())
+                .map(|k| {
+                    format!(
+                        "rename `{}` to `mcpServers` (did you mean `mcpServers`?)",
+                        names::printable(k, 40)
+                    )
+                });
             self.problem(
                 &[],
                 "has no `mcpServers` object",
-                "add `\"mcpServers\": {\"name\": {\"command\": \"…\", \"args\": […]}}` with the \
-                 servers to put behind the gateway",
+                typo.unwrap_or_else(|| {
+                    "add `\"mcpServers\": {\"name\": {\"command\": \"…\", \"args\": […]}}` with \
+                     the servers to put behind the gateway (`{}` for none: a gateway that only \
+                     receives agents' traces)"
+                        .to_owned()
+                }),
             );
             return None;
         };
@@ -193,16 +241,6 @@ impl Checker<'_> {
                 None => server.settings = defaults.clone(),
             }
         }
-        if servers.is_empty()
-            && entries.values().all(|e| !is_disabled(e))
-            && self.problems.is_empty()
-        {
-            self.problem(
-                &path,
-                "is empty: a gateway with no server serves nothing",
-                "add at least one server: `\"name\": {\"command\": \"…\"}` or `{\"url\": \"…\"}`",
-            );
-        }
         Some(Config {
             servers,
             health: Health {
@@ -211,10 +249,7 @@ impl Checker<'_> {
                 fleet,
             },
             warnings: Vec::new(),
+            absent: Vec::new(),
         })
     }
-}
-
-pub(super) fn is_disabled(v: &Value) -> bool {
-    v.get("disabled") == Some(&Value::Bool(true))
 }

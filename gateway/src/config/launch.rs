@@ -2,7 +2,7 @@
 //! HTTP endpoint (`url`, `headers`); `disabled` and `type` as hosts write them.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
@@ -23,6 +23,57 @@ pub(super) const ENTRY_KEYS: &[&str] = &[
 ];
 
 impl Checker<'_> {
+    /// Whether this machine has what a stdio entry needs: its `cwd` a directory, its `command`
+    /// a program (a path, or a name on the `PATH` the server gets: its own `env.PATH`, else
+    /// the gateway's). What is missing goes to [`Checker::absent`]: problems under `--check`,
+    /// warnings at start (the other servers still serve).
+    fn machine_has(
+        &mut self,
+        command: &str,
+        cwd: Option<&Path>,
+        path_env: Option<&String>,
+        at: &[String],
+    ) {
+        if let Some(dir) = cwd {
+            if !dir.is_dir() {
+                self.absent(
+                    &child(at, "cwd"),
+                    format!("is {}, which is not a directory here", dir.display()),
+                    "create the directory, or give the path of one that exists",
+                );
+                return;
+            }
+        }
+        if command.contains('/') {
+            let program = match cwd {
+                Some(dir) if Path::new(command).is_relative() => dir.join(command),
+                _ => PathBuf::from(command),
+            };
+            if !is_program(&program) {
+                self.absent(
+                    &child(at, "command"),
+                    format!("is {}, which is not a program here", program.display()),
+                    "give the path of an executable file",
+                );
+            }
+            return;
+        }
+        let search = path_env
+            .cloned()
+            .or_else(|| std::env::var("PATH").ok())
+            .unwrap_or_default();
+        if !std::env::split_paths(&search).any(|dir| is_program(&dir.join(command))) {
+            self.absent(
+                &child(at, "command"),
+                format!(
+                    "is `{}`, which is not on the PATH the server gets",
+                    names::printable(command, 80)
+                ),
+                "install it, or give its full path (`command -v NAME` prints it where it works)",
+            );
+        }
+    }
+
     /// One `mcpServers` entry (`None`: a problem, or disabled).
     pub(super) fn entry(&mut self, name: &str, v: &Value, at: &[String]) -> Option<ServerConfig> {
         let m = self.object(
@@ -154,6 +205,7 @@ impl Checker<'_> {
     ) -> Option<Launch> {
         let cpath = child(at, "command");
         let command = self.string_field(command, &cpath, "the program to start, e.g. `\"npx\"`")?;
+        let command = self.expanded(&command, &cpath)?;
         if command.trim().is_empty() || command.contains('\0') {
             self.problem(
                 &cpath,
@@ -170,7 +222,12 @@ impl Checker<'_> {
                 Value::Array(items) => {
                     for (i, item) in items.iter().enumerate() {
                         match item {
-                            Value::String(s) if !s.contains('\0') => args.push(s.clone()),
+                            Value::String(s) if !s.contains('\0') => {
+                                match self.expanded(s, &child(&apath, &i.to_string())) {
+                                    Some(s) => args.push(s),
+                                    None => ok = false,
+                                }
+                            }
                             Value::String(_) => {
                                 ok = false;
                                 self.problem(
@@ -216,9 +273,12 @@ impl Checker<'_> {
                         continue;
                     }
                     match v {
-                        Value::String(s) if !s.contains('\0') => {
-                            env.insert(k.clone(), s.clone());
-                        }
+                        Value::String(s) if !s.contains('\0') => match self.expanded(s, &kpath) {
+                            Some(s) => {
+                                env.insert(k.clone(), s);
+                            }
+                            None => ok = false,
+                        },
                         other => {
                             ok = false;
                             self.problem(
@@ -242,7 +302,11 @@ impl Checker<'_> {
         }
         let mut cwd = None;
         if let Some(d) = m.get("cwd") {
-            match self.string_field(d, &child(at, "cwd"), "a directory path") {
+            let dpath = child(at, "cwd");
+            match self
+                .string_field(d, &dpath, "a directory path")
+                .and_then(|d| self.expanded(&d, &dpath))
+            {
                 Some(d) => cwd = Some(PathBuf::from(d)),
                 None => ok = false,
             }
@@ -254,6 +318,9 @@ impl Checker<'_> {
                     "is ignored: the server is started with `command`",
                 );
             }
+        }
+        if ok {
+            self.machine_has(&command, cwd.as_deref(), env.get("PATH"), at);
         }
         ok.then_some(Launch::Stdio {
             command,
@@ -275,6 +342,7 @@ impl Checker<'_> {
             &upath,
             "the server's streamable HTTP endpoint, e.g. `\"http://127.0.0.1:8000/mcp\"`",
         )?;
+        let url = self.expanded(&url, &upath)?;
         match reqwest::Url::parse(&url) {
             Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some() => {}
             Ok(u) => {
@@ -328,18 +396,21 @@ impl Checker<'_> {
                     }
                     match v {
                         // The value is never echoed: it is often a credential.
-                        Value::String(s) if http::HeaderValue::from_str(s).is_ok() => {
-                            headers.push((k.clone(), s.clone()));
-                        }
-                        Value::String(_) => {
-                            ok = false;
-                            self.problem(
-                                &kpath,
-                                "has a value that is not a valid HTTP header value (a control \
-                                 character or a line break)",
-                                "remove the control characters from the value",
-                            );
-                        }
+                        Value::String(s) => match self.expanded(s, &kpath) {
+                            Some(s) if http::HeaderValue::from_str(&s).is_ok() => {
+                                headers.push((k.clone(), s));
+                            }
+                            Some(_) => {
+                                ok = false;
+                                self.problem(
+                                    &kpath,
+                                    "has a value that is not a valid HTTP header value (a \
+                                     control character or a line break)",
+                                    "remove the control characters from the value",
+                                );
+                            }
+                            None => ok = false,
+                        },
                         other => {
                             ok = false;
                             self.problem(
@@ -363,5 +434,21 @@ impl Checker<'_> {
             }
         }
         ok.then_some(Launch::Http { url, headers })
+    }
+}
+
+/// Whether `path` is a file this process could run.
+fn is_program(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        meta.is_file()
     }
 }

@@ -24,6 +24,7 @@
 //! | `mod.rs` | the checked config's types, `load` and `parse` |
 //! | `check.rs` | the checker: problems and warnings with their lines, the file's top level |
 //! | `launch.rs` | one `mcpServers` entry: a command (stdio) or a URL (streamable HTTP) |
+//! | `expand.rs` | `${VAR}` in an entry, from the gateway's environment |
 //! | `settings.rs` | `health`: the settings, their ranges and defaults, per server and per tool |
 //! | `problem.rs` | a problem, and the error that lists them |
 //! | `words.rs` | how messages name paths and values, and "did you mean" |
@@ -31,6 +32,7 @@
 //! | `locate.rs` | each key's line |
 
 mod check;
+mod expand;
 mod launch;
 mod locate;
 mod problem;
@@ -48,9 +50,10 @@ use tool_health::mcp::SchemaCheck;
 use tool_health::CircuitBreakerConfig;
 
 use check::Checker;
+pub(crate) use expand::Env;
 use locate::Index;
 pub(crate) use problem::{ConfigError, Problem};
-pub(crate) use redact::redact_url;
+pub(crate) use redact::{redact_url, Secrets};
 use words::dotted;
 
 /// The largest config file read (a host's config is a few kilobytes).
@@ -68,6 +71,10 @@ pub(crate) struct Config {
     pub(crate) health: Health,
     /// What was ignored, each with its line.
     pub(crate) warnings: Vec<String>,
+    /// What this machine lacks for a server to start: a `cwd` that is no directory, a
+    /// `command` that is no program here. Problems for `--check` (exit 2); at start, warnings
+    /// (the other servers still serve, and the server's `last_error` says why it does not).
+    pub(crate) absent: Vec<Problem>,
 }
 
 /// One upstream server.
@@ -243,8 +250,14 @@ pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
     parse(&file, &text)
 }
 
-/// Checks the config `text` (named `file` in messages).
+/// Checks the config `text` (named `file` in messages), `${VAR}` read from the process's
+/// environment.
 pub(crate) fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+    parse_with(file, text, &|name| std::env::var(name).ok())
+}
+
+/// Checks the config `text` (named `file` in messages), `${VAR}` read from `env`.
+pub(crate) fn parse_with(file: &str, text: &str, env: Env<'_>) -> Result<Config, ConfigError> {
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
@@ -274,7 +287,9 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
         index: &index,
         problems: Vec::new(),
         warnings: Vec::new(),
+        absent: Vec::new(),
         file,
+        env,
     };
     for (path, line) in &index.duplicates {
         c.problems.push(Problem {
@@ -288,6 +303,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
     if c.problems.is_empty() {
         let mut config = config.expect("no problems, a config");
         config.warnings = c.warnings;
+        config.absent = c.absent;
         Ok(config)
     } else {
         c.problems

@@ -33,18 +33,24 @@ pub(super) fn child(path: &[String], key: &str) -> Vec<String> {
 }
 
 impl Checker<'_> {
+    /// A problem at `path` (with its line).
+    fn at(&self, path: &[String], message: impl Into<String>, fix: impl Into<String>) -> Problem {
+        Problem {
+            path: dotted(path),
+            line: self.index.nearest_line(path),
+            message: message.into(),
+            fix: fix.into(),
+        }
+    }
+
     pub(super) fn problem(
         &mut self,
         path: &[String],
         message: impl Into<String>,
         fix: impl Into<String>,
     ) {
-        self.problems.push(Problem {
-            path: dotted(path),
-            line: self.index.nearest_line(path),
-            message: message.into(),
-            fix: fix.into(),
-        });
+        let p = self.at(path, message, fix);
+        self.problems.push(p);
     }
 
     /// Something this machine lacks (see [`Config::absent`]).
@@ -54,12 +60,8 @@ impl Checker<'_> {
         message: impl Into<String>,
         fix: impl Into<String>,
     ) {
-        self.absent.push(Problem {
-            path: dotted(path),
-            line: self.index.nearest_line(path),
-            message: message.into(),
-            fix: fix.into(),
-        });
+        let p = self.at(path, message, fix);
+        self.absent.push(p);
     }
 
     /// `text` with its `${VAR}` expanded (`expand.rs`), or a problem naming the variable.

@@ -11,7 +11,7 @@ use tool_health::fleet::{Fleet, FleetBuilder};
 use tool_health::status::{PrometheusMetrics, Status};
 use tool_health::{ToolHealthRegistry, ToolPolicy};
 
-use crate::config::Config;
+use crate::config::{Config, Secrets};
 use crate::http::api::Probes;
 use crate::http::controls::Token;
 use crate::server::notify::Hosts;
@@ -60,6 +60,7 @@ impl Gateway {
         registry: Arc<ToolHealthRegistry>,
         token: Option<Token>,
         meter: Option<&opentelemetry::metrics::Meter>,
+        secrets: &Arc<Secrets>,
     ) -> Result<Arc<Self>, String> {
         // Created now, with the tools' defaults (a server's own policy is set per server).
         let _ = tool_health::mcp::server_registry(&registry);
@@ -98,7 +99,7 @@ impl Gateway {
             config
                 .servers
                 .iter()
-                .map(|s| Upstream::new(s.clone(), &registry, &hosts)),
+                .map(|s| Upstream::new(s.clone(), &registry, &hosts, secrets)),
         );
         let shutdown = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];

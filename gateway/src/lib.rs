@@ -17,7 +17,8 @@
 //! | `upstream` | one client per upstream server, and its supervisor (restarts with backoff) |
 //! | `server` | the MCP server side: the handler, the stdio transport, the notifier |
 //! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
-//! | `telemetry` | the log (stderr) and OTLP export |
+//! | `telemetry` | the log (stderr, secrets masked) and OTLP export |
+//! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP is logged |
 //! | `gateway` | the assembled state |
 //!
 //! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
@@ -29,6 +30,7 @@ mod gateway;
 mod http;
 mod names;
 mod server;
+mod signals;
 mod telemetry;
 mod upstream;
 
@@ -42,13 +44,15 @@ use crate::gateway::Gateway;
 use crate::http::controls::Token;
 use crate::server::stdio::StdioTransport;
 use crate::server::GatewayServer;
+use crate::signals::Signals;
 
 /// How long stopping may take (servers killed, the last metrics flushed).
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the gateway with the command line `args` (the program's name first, as
-/// `std::env::args` gives it). Exit status: 0 when it stopped normally (its stdin closed, or a
-/// signal with `--no-stdio`), 2 for a usage or config error, 1 when it could not serve.
+/// `std::env::args` gives it). Exit status: 0 when it stopped normally (the host closed stdin
+/// after a session, or SIGTERM or SIGINT), 2 for a usage or config error, 1 when it could not
+/// serve.
 pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args = match cli::parse(args.into_iter().skip(1)) {
         Ok(cli::Command::Run(a)) => a,
@@ -82,6 +86,27 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.check && !config.absent.is_empty() {
+        // What a server needs and this machine lacks fails the check.
+        eprint!(
+            "tool-health-gateway: {}",
+            config::ConfigError {
+                file: args.config.display().to_string(),
+                problems: config.absent.clone(),
+            }
+        );
+        return ExitCode::from(2);
+    }
+    for p in &config.absent {
+        eprintln!(
+            "tool-health-gateway: warning: {}{}: `{}` {} (fix: {}); the other servers start",
+            args.config.display(),
+            p.line.map(|l| format!(":{l}")).unwrap_or_default(),
+            p.path,
+            p.message,
+            p.fix
+        );
+    }
     if args.check {
         eprintln!(
             "tool-health-gateway: {} is valid ({} server{})",
@@ -132,26 +157,28 @@ fn read_token(args: &cli::Args) -> Result<Option<Token>, String> {
     .transpose()
 }
 
+/// A fatal error, said once on stderr (the log may be filtered: this is not).
+fn fatal(message: &str) -> ExitCode {
+    eprintln!("tool-health-gateway: {message}");
+    ExitCode::FAILURE
+}
+
 async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) -> ExitCode {
+    // First: a signal from now on stops the gateway gracefully.
+    let mut signals = Signals::install();
     let registry = gateway::registry(&config);
-    let otlp = match telemetry::init(&registry) {
+    let secrets = Arc::new(config::Secrets::of(&config));
+    let otlp = match telemetry::init(&registry, &secrets) {
         Ok(g) => g,
-        Err(e) => {
-            eprintln!("tool-health-gateway: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fatal(&e),
     };
     let meter = otlp.as_ref().map(|g| {
         use opentelemetry::metrics::MeterProvider as _;
         g.meter_provider().meter(tool_health::otlp::METER_SCOPE)
     });
-    let gw = match Gateway::start(&config, registry, token, meter.as_ref()) {
+    let gw = match Gateway::start(&config, registry, token, meter.as_ref(), &secrets) {
         Ok(gw) => gw,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("tool-health-gateway: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fatal(&e),
     };
     tracing::info!(
         servers = config.servers.len(),
@@ -176,10 +203,8 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         match b.build() {
             Ok(r) => Some(r),
             Err(e) => {
-                tracing::error!("the trace receiver: {e}");
-                eprintln!("tool-health-gateway: the trace receiver: {e}");
                 gw.stop(STOP_TIMEOUT).await;
-                return ExitCode::FAILURE;
+                return fatal(&format!("the trace receiver: {e}"));
             }
         }
     } else {
@@ -191,10 +216,8 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!("--otlp-grpc {addr}: {e}");
-                eprintln!("tool-health-gateway: --otlp-grpc {addr}: {e}");
                 gw.stop(STOP_TIMEOUT).await;
-                return ExitCode::FAILURE;
+                return fatal(&format!("--otlp-grpc {addr}: {e}"));
             }
         };
         let bound = listener.local_addr().unwrap_or(addr);
@@ -210,10 +233,8 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!("--listen {addr}: {e}");
-                eprintln!("tool-health-gateway: --listen {addr}: {e}");
                 gw.stop(STOP_TIMEOUT).await;
-                return ExitCode::FAILURE;
+                return fatal(&format!("--listen {addr}: {e}"));
             }
         };
         let bound = listener.local_addr().unwrap_or(addr);
@@ -235,23 +256,17 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
                 .await
         }));
     }
-    if args.stdio {
-        let transport = StdioTransport::new(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            gw.max_message_bytes,
-        );
-        match GatewayServer::new(Arc::clone(&gw)).serve(transport).await {
-            Ok(running) => {
-                let _ = running.waiting().await;
-                tracing::info!("the host closed stdin: stopping");
-            }
-            Err(e) => tracing::info!("no MCP session on stdio ({e}): stopping"),
-        }
+    let why = if args.stdio {
+        serve_stdio(
+            &gw,
+            http_task.is_some() || grpc_task.is_some(),
+            &mut signals,
+        )
+        .await
     } else {
-        wait_for_signal().await;
-        tracing::info!("signal received: stopping");
-    }
+        signals.stopping().await.to_owned()
+    };
+    tracing::info!("{why}: stopping");
     gw.stop(STOP_TIMEOUT).await;
     if let Some(task) = http_task {
         if let Ok(Ok(Err(e))) = tokio::time::timeout(STOP_TIMEOUT, task).await {
@@ -281,24 +296,33 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
     code
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+/// Serves MCP on stdin and stdout until the session ends or a signal stops the gateway: why
+/// it stops. Stdin at its end before any session began (a service manager, `docker run`
+/// without `-i`, `nohup`) stops a gateway that serves nothing else; with `--listen` (or
+/// `--otlp-grpc`) it goes on serving those until a signal.
+async fn serve_stdio(gw: &Arc<Gateway>, serves_more: bool, signals: &mut Signals) -> String {
+    let transport = StdioTransport::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        gw.max_message_bytes,
+    );
+    let session = GatewayServer::new(Arc::clone(gw)).serve(transport);
+    let started = tokio::select! {
+        s = session => s,
+        signal = signals.stopping() => return signal.to_owned(),
+    };
+    match started {
+        Ok(running) => tokio::select! {
+            _ = running.waiting() => "the host closed stdin".to_owned(),
+            signal = signals.stopping() => signal.to_owned(),
+        },
+        Err(e) if serves_more => {
+            tracing::info!(
+                "no MCP session on stdio ({e}): serving HTTP only, until SIGTERM or SIGINT \
+                 (--no-stdio says so from the start)"
+            );
+            signals.stopping().await.to_owned()
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        Err(e) => format!("no MCP session on stdio ({e})"),
     }
 }

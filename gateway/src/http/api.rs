@@ -188,7 +188,8 @@ pub(crate) async fn tools(State(gw): State<Arc<Gateway>>, uri: Uri) -> Response 
 
 /// `GET /v1/tools/{tool}`: available or not, and until when — the pure oracle (it takes no
 /// probe and creates nothing). 404 for a name that is neither tracked nor a tool an upstream
-/// listed (the body still says `available: true`: nothing refuses it).
+/// listed, and for a tool its server no longer lists (the body still says `available: true`:
+/// nothing refuses it).
 pub(crate) async fn tool(State(gw): State<Arc<Gateway>>, Path(tool): Path<String>) -> Response {
     let r = match resolve(&gw, &tool) {
         Ok(r) => r,
@@ -199,8 +200,10 @@ pub(crate) async fn tool(State(gw): State<Arc<Gateway>>, Path(tool): Path<String
             .split_once(tool_health::mcp::KEY_SEPARATOR)
             .is_some_and(|(_, t)| u.knows(t))
     });
+    // A tool its server listed once and lists no more is no tool, whatever it counted.
+    let dropped = !known && r.upstream.as_ref().is_some_and(|u| u.has_listed());
     let doc = tool_document(&gw, &r.key);
-    if doc.get("tracked") == Some(&Value::Bool(false)) && !known {
+    if (doc.get("tracked") == Some(&Value::Bool(false)) || dropped) && !known {
         let mut doc = doc;
         if let Some(obj) = doc.as_object_mut() {
             obj.insert("error".into(), "no such tool tracked".into());

@@ -10,8 +10,8 @@
 //! * a failing tool trips, leaves the client's tool list (the client is told), comes back when
 //!   its cooldown ends (told again, no call needed), and its next call is the probe that
 //!   closes it; the HTTP API shows each step;
-//! * a killed upstream is refused as a whole, restarted by the supervisor, and recovers
-//!   through one `ping`;
+//! * a killed upstream leaves the list while the supervisor restarts it, the calls meanwhile
+//!   count against nothing, and it comes back with its breaker closed;
 //! * a hanging tool times out, and the model's bad arguments and made-up tool names never
 //!   count against anything.
 //!
@@ -295,9 +295,17 @@ impl Host {
             .unwrap_or_else(|| panic!("no server {name}: {v}"))
     }
 
+    /// Closes the client (its session ends: over HTTP with a `DELETE`), and checks it had
+    /// nothing to say about it (the Python SDK's client warns on a `DELETE` answered
+    /// otherwise than 200 or 204).
     async fn stop(mut self) {
         drop(self.stdin);
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        let log = self.log.text();
+        assert!(
+            !log.contains("Session termination failed"),
+            "the session ended cleanly: {log}"
+        );
     }
 }
 
@@ -417,15 +425,16 @@ async fn a_sick_tool_leaves_the_list_and_comes_back(sdk: Sdk, via: Via) {
     host.stop().await;
 }
 
-/// A killed upstream is refused as a whole and leaves the list, is restarted, and recovers
-/// through one ping at its cooldown's end.
-async fn a_dead_upstream_is_refused_restarted_and_recovers(sdk: Sdk, via: Via) {
+/// A killed upstream leaves the list (the client is told) while it restarts; the calls made
+/// meanwhile are answered "not connected … was not called", reach nothing and count against
+/// nothing; it comes back (told again) with its breaker closed, no probe needed.
+async fn a_dead_upstream_leaves_the_list_restarts_and_comes_back(sdk: Sdk, via: Via) {
     let dead = victim(sdk, via);
-    let cooldown = Duration::from_secs(4);
     let config = json!({
         "mcpServers": upstreams(),
-        "health": {"failureThreshold": 3, "cooldownSeconds": 4,
-                   "servers": {dead: {"restart": {"initialBackoffSeconds": 2}}}},
+        "health": {"failureThreshold": 3, "cooldownSeconds": 30,
+                   // Longer than a call waits for a restart: the calls below are answered.
+                   "servers": {dead: {"restart": {"initialBackoffSeconds": 3}}}},
     });
     let mut host = Host::start(sdk, via, &config).await;
     eventually("every server connected", WAIT, || async {
@@ -446,26 +455,19 @@ async fn a_dead_upstream_is_refused_restarted_and_recovers(sdk: Sdk, via: Via) {
         (host.server(dead).await["connected"] == false).then_some(())
     })
     .await;
-
-    let mut failed_at = Instant::now();
-    for _ in 0..3 {
-        failed_at = Instant::now();
-        let (is_error, text) = host.result(&format!("{dead}__ok"), json!({})).await;
-        assert!(
-            is_error && text.contains(&format!("MCP server `{dead}` is not connected")),
-            "{text}"
-        );
-    }
-    // Refused as a whole: every tool of it, softly, with when to retry.
-    for tool in ["ok", "flaky", "needs_int"] {
+    for tool in ["ok", "flaky", "needs_int", "ok"] {
         let (is_error, text) = host
             .result(&format!("{dead}__{tool}"), json!({"n": 1}))
             .await;
-        assert!(is_error && text.starts_with(REFUSAL), "{text}");
-        assert!(text.contains("every tool of it is refused"), "{text}");
+        assert!(
+            is_error
+                && text.contains(&format!("MCP server `{dead}` is not connected"))
+                && text.contains("was not called"),
+            "{text}"
+        );
     }
     let (seen_hidden, names) = host
-        .after_change(before, "the dead server's tools hidden", |n| {
+        .after_change(before, "the dead server's tools gone", |n| {
             !n.iter().any(|t| t.starts_with(&format!("{dead}__")))
         })
         .await;
@@ -481,18 +483,11 @@ async fn a_dead_upstream_is_refused_restarted_and_recovers(sdk: Sdk, via: Via) {
     }
     let server = host.server(dead).await;
     assert_eq!(
-        (server["breaker"].as_str(), server["available"].as_bool()),
-        (Some("open"), Some(false)),
-        "{server}"
-    );
-    let doc = host.api(&format!("/v1/tools/{dead}__ok")).await;
-    assert_eq!(
-        (doc["available"].as_bool(), doc["refused_by"].as_str()),
-        (Some(false), Some("server")),
-        "{doc}"
+        server["breaker"].as_str(),
+        Some("closed"),
+        "the calls meanwhile counted nothing: {server}"
     );
 
-    // Restarted meanwhile (after the backoff), but its breaker holds until the cooldown.
     eventually("restarted", WAIT, || async {
         let s = host.server(dead).await;
         (s["restarts"] == 1 && s["connected"] == true && s["pid"].as_u64() != Some(pid))
@@ -504,17 +499,12 @@ async fn a_dead_upstream_is_refused_restarted_and_recovers(sdk: Sdk, via: Via) {
             has(n, &format!("{dead}__ok"))
         })
         .await;
-    assert!(
-        failed_at.elapsed() >= cooldown,
-        "back only after the cooldown ({:?})",
-        failed_at.elapsed()
-    );
     assert!(has(&names, &format!("{dead}__flaky")));
     let seen = host.seen(dead).await;
     assert_eq!(
         seen_count(&seen, "methods", "ping"),
-        1,
-        "one ping probed the new process: {seen}"
+        0,
+        "no probe was needed: {seen}"
     );
     assert_eq!(
         seen_count(&seen, "methods", "tools/call"),
@@ -642,10 +632,10 @@ fn main() {
                 trials.push(trial(
                     &format!(
                         "{}_{}",
-                        name("a_dead_upstream_is_refused_restarted_and_recovers_through_one_ping"),
+                        name("a_dead_upstream_leaves_the_list_restarts_and_comes_back"),
                         victim(sdk, via)
                     ),
-                    move || a_dead_upstream_is_refused_restarted_and_recovers(sdk, via),
+                    move || a_dead_upstream_leaves_the_list_restarts_and_comes_back(sdk, via),
                 ));
                 trials.push(trial(
                     &name("a_hang_times_out_and_bad_arguments_never_count"),

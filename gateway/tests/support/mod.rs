@@ -8,6 +8,11 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+mod processes;
+
+// Each test binary uses a part of the support (`sdk_clients` none of these).
+#[allow(unused_imports)]
+pub use processes::*;
 
 use std::any::Any;
 use std::future::Future;

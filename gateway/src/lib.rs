@@ -18,6 +18,7 @@
 //! | `server` | the MCP server side: the handler, the stdio transport, the notifier |
 //! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
 //! | `telemetry` | the log (stderr) and OTLP export |
+//! | `healthcheck` | `--healthcheck URL`: the container image's health check |
 //! | `gateway` | the assembled state |
 //!
 //! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
@@ -26,6 +27,7 @@
 mod cli;
 mod config;
 mod gateway;
+mod healthcheck;
 mod http;
 mod names;
 mod server;
@@ -60,6 +62,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             println!("tool-health-gateway {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Ok(cli::Command::Healthcheck(url)) => return healthcheck::run(&url),
         Err(e) => {
             eprintln!("tool-health-gateway: {e}");
             return ExitCode::from(2);

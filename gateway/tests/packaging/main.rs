@@ -10,8 +10,13 @@
 //! And `--healthcheck URL`, the container image's health check, against the gateway running
 //! from the venv: 0 while it serves, 1 for another answer, 1 once it stopped.
 //!
-//! Without the wheel, the tools or the SDK a test is ignored with the reason, and fails under
-//! `CI=true` (`.ci/run` builds the wheel before the tests).
+//! The container image (`gateway/Containerfile`, built by `bash scripts/image.sh` into buildah's
+//! storage under `target/image/`) run by `buildah run` as its config says — entrypoint, command,
+//! user, health check — with an upstream over streamable HTTP and the Python SDK client as its
+//! host over HTTP.
+//!
+//! Without the wheel, the image, the tools or the SDK a test is ignored with the reason, and
+//! fails under `CI=true` (`.ci/run` builds the wheel and the image before the tests).
 
 // Items of the test modules are public to each other, not to any crate.
 #![allow(unreachable_pub)]
@@ -80,12 +85,9 @@ fn tool(name: &str) -> PathBuf {
 }
 
 /// Runs `program args` to the end (bounded) and gives its status and output.
-async fn run(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> (bool, String) {
+async fn run(program: &Path, args: &[&str]) -> (bool, String) {
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
     let out = tokio::time::timeout(WAIT, cmd.output())
         .await
         .unwrap_or_else(|_| panic!("{} {args:?}: not done within {WAIT:?}", program.display()))
@@ -229,7 +231,6 @@ async fn venv_entry_point() {
     let (ok, out) = run(
         Path::new("python3"),
         &["-m", "venv", &venv.display().to_string()],
-        &[],
     )
     .await;
     assert!(ok, "python3 -m venv: {out}");
@@ -243,12 +244,11 @@ async fn venv_entry_point() {
             "--quiet",
             &wheel.display().to_string(),
         ],
-        &[],
     )
     .await;
     assert!(ok, "pip install {}: {out}", wheel.display());
     let gateway = venv.join("bin/tool-health-gateway");
-    let (ok, out) = run(&gateway, &["--version"], &[]).await;
+    let (ok, out) = run(&gateway, &["--version"]).await;
     assert!(ok, "{out}");
     assert_eq!(
         out.trim(),
@@ -261,13 +261,13 @@ async fn venv_entry_point() {
 
     // The health check the container image runs, from the same binary.
     let healthz = format!("http://127.0.0.1:{}/healthz", host.port);
-    let (ok, out) = run(&gateway, &["--healthcheck", &healthz], &[]).await;
+    let (ok, out) = run(&gateway, &["--healthcheck", &healthz]).await;
     assert!(
         ok,
         "--healthcheck {healthz} while the gateway serves: {out}"
     );
     let missing = format!("http://127.0.0.1:{}/no-such-route", host.port);
-    let (ok, out) = run(&gateway, &["--healthcheck", &missing], &[]).await;
+    let (ok, out) = run(&gateway, &["--healthcheck", &missing]).await;
     assert!(
         !ok && out.contains("answered 404"),
         "--healthcheck {missing}: {out}"
@@ -279,7 +279,7 @@ async fn venv_entry_point() {
         "--healthcheck fails once the gateway stopped",
         WAIT,
         || async {
-            let (ok, out) = run(&gateway, &["--healthcheck", &healthz], &[]).await;
+            let (ok, out) = run(&gateway, &["--healthcheck", &healthz]).await;
             (!ok).then_some(out)
         },
     )

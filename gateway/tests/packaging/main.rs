@@ -113,7 +113,7 @@ struct Host {
 impl Host {
     /// The client launching the gateway over stdio (`launch`, plus `--config` with the Python
     /// SDK server as `py` and `--listen 127.0.0.1:0`), with `env`.
-    async fn launch(launch: &[String], env: &[(&str, &Path)]) -> Self {
+    async fn launch(launch: &[String], env: &[(&str, String)]) -> Self {
         let py = upstream::python().unwrap_or_else(|why| skip(&why));
         let config = write_config(&json!({"mcpServers": {"py": py}}));
         let mut args = vec!["stdio".to_owned()];
@@ -138,13 +138,13 @@ impl Host {
         host
     }
 
-    async fn start(args: &[String], env: &[(&str, &Path)]) -> Self {
+    async fn start(args: &[String], env: &[(&str, String)]) -> Self {
         let python = support::python().unwrap_or_else(|why| skip(&why));
         let client = support::workspace().join("integrations/servers/python/client.py");
         let mut child = tokio::process::Command::new(python)
             .arg(&client)
             .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -290,49 +290,38 @@ async fn venv_entry_point() {
 /// `uvx --from WHEEL tool-health-gateway …`: what a host config's
 /// `{"command": "uvx", "args": ["tool-health-gateway", …]}` runs, from the built wheel.
 async fn uvx() {
-    let wheel = wheel();
-    let uvx = tool("uvx");
     let home = scratch();
-    let cache = home.join("uv-cache");
-    let tools = home.join("uv-tools");
-    let env: [(&str, &Path); 5] = [
-        ("UV_CACHE_DIR", &cache),
-        ("UV_TOOL_DIR", &tools),
-        ("UV_OFFLINE", Path::new("1")),
-        ("UV_PYTHON_DOWNLOADS", Path::new("never")),
-        ("UV_NO_CONFIG", Path::new("1")),
+    let env = [
+        ("UV_CACHE_DIR", home.join("uv-cache").display().to_string()),
+        ("UV_TOOL_DIR", home.join("uv-tools").display().to_string()),
+        ("UV_OFFLINE", "1".to_owned()),
+        ("UV_PYTHON_DOWNLOADS", "never".to_owned()),
+        ("UV_NO_CONFIG", "1".to_owned()),
     ];
-    let launch = [
-        uvx.display().to_string(),
-        "--from".into(),
-        wheel.display().to_string(),
-        "tool-health-gateway".into(),
-    ];
-    let mut host = Host::launch(&launch, &env).await;
-    host.list_and_call().await;
-    host.stop().await;
+    serve_through("uvx", &["--from"], &env).await;
 }
 
 /// `pipx run --spec WHEEL tool-health-gateway …`.
 async fn pipx_run() {
-    let wheel = wheel();
-    let pipx = tool("pipx");
     let home = scratch();
-    let pipx_home = home.join("pipx");
-    let bin = home.join("bin");
-    let env: [(&str, &Path); 3] = [
-        ("PIPX_HOME", &pipx_home),
-        ("PIPX_BIN_DIR", &bin),
-        ("PIP_NO_INDEX", Path::new("1")),
+    let env = [
+        ("PIPX_HOME", home.join("pipx").display().to_string()),
+        ("PIPX_BIN_DIR", home.join("bin").display().to_string()),
+        ("PIP_NO_INDEX", "1".to_owned()),
     ];
-    let launch = [
-        pipx.display().to_string(),
-        "run".into(),
-        "--spec".into(),
+    serve_through("pipx", &["run", "--spec"], &env).await;
+}
+
+/// The host launches `TOOL ARGS… WHEEL tool-health-gateway`, lists and calls a tool.
+async fn serve_through(tool_name: &str, args: &[&str], env: &[(&str, String)]) {
+    let wheel = wheel();
+    let mut launch = vec![tool(tool_name).display().to_string()];
+    launch.extend(args.iter().map(|a| (*a).to_owned()));
+    launch.extend([
         wheel.display().to_string(),
-        "tool-health-gateway".into(),
-    ];
-    let mut host = Host::launch(&launch, &env).await;
+        "tool-health-gateway".to_owned(),
+    ]);
+    let mut host = Host::launch(&launch, env).await;
     host.list_and_call().await;
     host.stop().await;
 }

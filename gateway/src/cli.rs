@@ -10,6 +10,7 @@ tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
 usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                            [--control-token-file FILE] [--allow-host HOST]...
                            [--otlp-grpc ADDR] [--forward-traces URL] [--check]
+       tool-health-gateway --healthcheck URL
 
   --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
                              section (docs/gateway.md)
@@ -26,6 +27,8 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
   --forward-traces URL       forward every trace request received, unchanged, to this
                              OTLP/HTTP traces endpoint (http://collector:4318/v1/traces)
   --check                    check the config and exit (0: valid)
+  --healthcheck URL          GET a gateway's http://…/healthz and exit (0: it answered 200):
+                             a health check for images without curl
   --version, --help
 
 The log goes to stderr (TOOL_HEALTH_GATEWAY_LOG or RUST_LOG filter it); OTLP export is on when
@@ -52,6 +55,8 @@ pub(crate) enum Command {
     Run(Args),
     Help,
     Version,
+    /// `--healthcheck URL`: one GET of a gateway's `/healthz` (`healthcheck.rs`).
+    Healthcheck(String),
 }
 
 /// `8080`, `:8080`, `localhost:8080`, `127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`.
@@ -117,6 +122,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             }
             "--help" | "-h" => return Ok(Command::Help),
             "--version" | "-V" => return Ok(Command::Version),
+            "--healthcheck" => return Ok(Command::Healthcheck(value("--healthcheck")?)),
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
     }
@@ -177,6 +183,11 @@ mod tests {
             .contains("--listen"));
         assert!(args("--config x --bogus").unwrap_err().contains("--bogus"));
         assert_eq!(args("--help").unwrap(), Command::Help);
+        assert_eq!(
+            args("--healthcheck http://127.0.0.1:8080/healthz").unwrap(),
+            Command::Healthcheck("http://127.0.0.1:8080/healthz".into())
+        );
+        assert!(args("--healthcheck").unwrap_err().contains("--healthcheck"));
         let Command::Run(a) =
             args("--config x --no-stdio --otlp-grpc 4317 --forward-traces http://c:4318/v1/traces")
                 .unwrap()

@@ -19,6 +19,7 @@
 //! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
 //! | `telemetry` | the log (stderr, secrets masked) and OTLP export |
 //! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP is logged |
+//! | `healthcheck` | `--healthcheck URL`: the container image's health check |
 //! | `gateway` | the assembled state |
 //!
 //! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
@@ -27,6 +28,7 @@
 mod cli;
 mod config;
 mod gateway;
+mod healthcheck;
 mod http;
 mod names;
 mod server;
@@ -64,6 +66,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             println!("tool-health-gateway {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Ok(cli::Command::Healthcheck(url)) => return healthcheck::run(&url),
         Err(e) => {
             eprintln!("tool-health-gateway: {e}");
             return ExitCode::from(2);

@@ -112,7 +112,9 @@ pub fn workspace() -> PathBuf {
         .unwrap_or_default()
 }
 
-fn target_dir() -> PathBuf {
+/// The workspace's target directory (`CARGO_TARGET_DIR`, else `target/`): where the scripts
+/// install what the tests run.
+pub fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
         Some(d) => workspace().join(d),

@@ -95,8 +95,11 @@
 //!
 //! Needs Rust 1.88 (rmcp's minimum), above the crate's own `rust-version`.
 
+mod call_tool;
 mod classify;
 mod client;
+mod list_tools;
+mod requests;
 mod schema;
 mod server;
 mod span;

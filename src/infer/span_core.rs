@@ -497,27 +497,19 @@ impl SpanCore {
         if !self.nested.has_parent(key) {
             return;
         }
-        loop {
-            let mut out = self.nested.batch();
-            self.nested.moved_on(key, true, &mut out);
-            let more = out.maybe_more();
-            for ((mut child, duration, _, times), _, _) in out.drain() {
-                hook::deferred_add(-1);
-                let same_tool = child.tool_name().map(name_hash);
-                match own.as_deref_mut() {
-                    Some(parent) if same_tool == Some(parent.hash) => {
-                        parent.seen.absorb(&mut child)
-                    }
-                    _ => {
-                        if let Some(tool) = child.tool_name() {
-                            let outcome = self.classify(&child, tool);
-                            self.record(&child, tool, outcome, duration, times);
-                        }
+        let mut out = self.nested.batch();
+        self.nested.moved_on(key, true, &mut out);
+        for ((mut child, duration, _, times), _, _) in out.drain() {
+            hook::deferred_add(-1);
+            let same_tool = child.tool_name().map(name_hash);
+            match own.as_deref_mut() {
+                Some(parent) if same_tool == Some(parent.hash) => parent.seen.absorb(&mut child),
+                _ => {
+                    if let Some(tool) = child.tool_name() {
+                        let outcome = self.classify(&child, tool);
+                        self.record(&child, tool, outcome, duration, times);
                     }
                 }
-            }
-            if !more {
-                break;
             }
         }
     }
@@ -529,15 +521,9 @@ impl SpanCore {
             if table.is_idle() {
                 continue;
             }
-            loop {
-                let mut out = table.batch();
-                table.flush_due(now, &mut out);
-                let more = out.maybe_more();
-                self.record_resolved(out);
-                if !more {
-                    break;
-                }
-            }
+            let mut out = table.batch();
+            table.flush_due(now, &mut out);
+            self.record_resolved(out);
         }
     }
 
@@ -567,15 +553,9 @@ impl SpanCore {
     #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn flush_all(&self) {
         for table in [&self.late, &self.nested] {
-            loop {
-                let mut out = table.batch();
-                table.flush_due(Duration::MAX, &mut out);
-                let more = out.maybe_more();
-                self.record_resolved(out);
-                if !more {
-                    break;
-                }
-            }
+            let mut out = table.batch();
+            table.flush_due(Duration::MAX, &mut out);
+            self.record_resolved(out);
         }
     }
 

@@ -129,6 +129,10 @@ pub(crate) enum Feed {
 /// duration, its tool's hash, and when it ran (a remote span's times).
 type Waiting = (Observed, Duration, u64, Option<CallTimes>);
 
+/// How a feed maps a span's tool name to the registry key its call is recorded under (`None`:
+/// the name itself).
+pub(crate) type KeyMap = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// What every processor version (and the OTLP receiver) shares.
 pub(crate) struct SpanCore {
     registry: Arc<ToolHealthRegistry>,
@@ -140,6 +144,8 @@ pub(crate) struct SpanCore {
     /// spans inside `execute_tool`), waiting for their parent: one call, one record.
     nested: Deferred<Waiting>,
     feed: Feed,
+    /// The receiver's map from span tool names to registry keys.
+    keys: Option<KeyMap>,
 }
 
 impl fmt::Debug for SpanCore {
@@ -202,6 +208,7 @@ impl SpanCore {
         classifier: Option<Arc<dyn OutcomeClassifier>>,
         default_classifier: DefaultClassifier,
         feed: Feed,
+        keys: Option<KeyMap>,
     ) -> Arc<Self> {
         let mut conventions = conventions;
         conventions.truncate(MAX_CONVENTIONS);
@@ -221,6 +228,7 @@ impl SpanCore {
             late: Deferred::new(),
             nested: Deferred::new(),
             feed,
+            keys,
         });
         if feed == Feed::InProcess {
             // The layer marks its records only for an in-process processor to skip.
@@ -361,6 +369,14 @@ impl SpanCore {
                 return;
             }
         }
+        if self.feed == Feed::Remote
+            && str_of(span, semconv::REGISTRY_ID) == Some(registry.instance_id())
+        {
+            // This very registry gated the call and recorded it where it ran: its span came
+            // back (a process exporting its own spans to its own receiver, directly or
+            // through a collector). One call, one record.
+            return;
+        }
         if seen.refused {
             return;
         }
@@ -373,7 +389,7 @@ impl SpanCore {
         if nests && parent != 0 {
             // Wait for the parent: inside a tool span of the same tool, it is that call.
             let now = registry.now();
-            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.nested.batch();
             let key = span.span_id();
             match self
@@ -400,7 +416,7 @@ impl SpanCore {
         let outcome = self.classify(&seen, tool);
         if c.late_failure.is_some() && outcome == Some(CallOutcome::Success) && parent != 0 {
             let now = registry.now();
-            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.late.batch();
             if self
                 .late
@@ -416,6 +432,14 @@ impl SpanCore {
             return;
         }
         self.record(&seen, tool, outcome, duration, times);
+    }
+
+    /// The registry key a call of `tool` is recorded under.
+    fn key<'a>(&self, tool: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.keys.as_ref().and_then(|f| f(tool)) {
+            Some(key) => std::borrow::Cow::Owned(key),
+            None => std::borrow::Cow::Borrowed(tool),
+        }
     }
 
     fn classify(&self, seen: &Observed, tool: &str) -> Option<CallOutcome> {
@@ -438,6 +462,8 @@ impl SpanCore {
             return; // no call was made
         };
         let facts = seen.facts(tool);
+        let key = self.key(tool);
+        let tool: &str = &key;
         let mut report = CallReport::new(outcome, duration);
         report.error_type = facts.error_type;
         report.retry_after = seen.retry_hint();

@@ -195,6 +195,7 @@ pub(crate) fn call_span(tool: &str, key: &str, server: &str) -> Span {
         otel.status_code = Empty,
         otel.status_description = Empty,
         tool_health.gate.decision = Empty,
+        tool_health.registry.id = Empty,
         tool_health.mcp.answer = Empty,
     )
 }

@@ -206,6 +206,15 @@ pub struct ReceiverBuilder {
     classifier: Option<ClassifierBox>,
     limits: Limits,
     forward: Option<forward::Config>,
+    keys: Option<KeysBox>,
+}
+
+struct KeysBox(crate::infer::span_core::KeyMap);
+
+impl std::fmt::Debug for KeysBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("map_tool_names")
+    }
 }
 
 struct ClassifierBox(Arc<dyn OutcomeClassifier>);
@@ -260,6 +269,20 @@ impl ReceiverBuilder {
         self
     }
 
+    /// How a span's tool name maps to the registry key its call is recorded under: `map(name)`
+    /// = `Some(key)` records it under `key`, `None` under the name itself. For a server whose
+    /// own gate names tools its own way — the gateway answers `/v1/tools/py__add` for the MCP
+    /// tool keyed `py/add` — so that one tool has one breaker whichever feed reports it (an
+    /// agent's span naming `py__add` feeds `py/add`). Runs for each recorded call (not on the
+    /// hot path of any gate).
+    pub fn map_tool_names(
+        mut self,
+        map: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.keys = Some(KeysBox(Arc::new(map)));
+        self
+    }
+
     /// The limits (default [`Limits::default`]).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -307,6 +330,7 @@ impl ReceiverBuilder {
             self.classifier.map(|c| c.0),
             self.default_classifier,
             Feed::Remote,
+            self.keys.map(|k| k.0),
         );
         Ok(Receiver {
             inner: Arc::new(Inner {
@@ -345,6 +369,7 @@ impl Receiver {
             classifier: None,
             limits: Limits::default(),
             forward: None,
+            keys: None,
         }
     }
 

@@ -158,6 +158,7 @@ impl Builder {
             self.classifier.map(|c| c.0),
             self.default_classifier,
             Feed::InProcess,
+            None,
         )
     }
 }

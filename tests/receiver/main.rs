@@ -8,6 +8,7 @@
 
 mod fixtures;
 mod hostile;
+mod own;
 mod recovery;
 mod support;
 mod transport;

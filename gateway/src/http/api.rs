@@ -81,13 +81,14 @@ pub(crate) fn resolve(gw: &Gateway, raw: &str) -> Result<Resolved, Response> {
             upstream: gw.upstreams.get(server).cloned(),
         });
     }
-    if let Ok((server, tool)) = names::split(raw) {
-        if let Some(u) = gw.upstreams.get(server) {
-            return Ok(Resolved {
-                key: crate::upstream::key(server, tool),
-                upstream: Some(Arc::clone(u)),
-            });
-        }
+    if let Some(key) = names::key_of(raw, |s| gw.upstreams.get(s).is_some()) {
+        let server = key
+            .split_once(tool_health::mcp::KEY_SEPARATOR)
+            .map_or("", |(s, _)| s);
+        return Ok(Resolved {
+            upstream: gw.upstreams.get(server).cloned(),
+            key,
+        });
     }
     Ok(Resolved {
         key: raw.to_owned(),

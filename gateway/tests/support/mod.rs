@@ -320,11 +320,22 @@ impl Gateway {
     }
 
     pub async fn http_with_env(config: &Value, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::http_on(config, "127.0.0.1:0", extra, env).await
+    }
+
+    /// Starts the gateway listening on `listen` (an address chosen before it starts, for an
+    /// environment that points at it).
+    pub async fn http_on(
+        config: &Value,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let path = write_config(config);
         let mut child = tokio::process::Command::new(gateway_bin())
             .arg("--config")
             .arg(&path)
-            .args(["--no-stdio", "--listen", "127.0.0.1:0"])
+            .args(["--no-stdio", "--listen", listen])
             .args(extra)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

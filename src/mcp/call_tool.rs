@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
 };
 use rmcp::service::ServiceError;
 use tracing::Span;
@@ -19,7 +18,8 @@ use super::requests::{error_type, is_transport_failure};
 use super::schema::SchemaCheck;
 use super::server::ServerOutcome;
 use super::span;
-use super::{invalid_tool_name, refusal_of, shown, INVALID_ARGUMENTS_MESSAGE, KEY_SEPARATOR};
+use super::texts::{self, Refused, Why};
+use super::{invalid_tool_name, KEY_SEPARATOR};
 
 impl ToolHealthClient {
     /// Calls the tool (see the [module docs](super)).
@@ -34,7 +34,7 @@ impl ToolHealthClient {
     /// timeout ran out.
     pub async fn call_tool(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
         // Checked before the key, the span or any gate: a name no tool can have is the
         // model's invalid argument, never copied, never recorded, never sent.
@@ -44,38 +44,41 @@ impl ToolHealthClient {
             return Ok(invalid_tool_name(key_len, self.registry.max_name_len()));
         }
         let tool: String = params.name.to_string();
-        let mut permit = match self.server_gate().await {
-            Ok(permit) => permit,
-            Err(retry_after) => return Ok(self.server_refused(&tool, retry_after)),
-        };
         if self.schema_check != SchemaCheck::Off && self.shared.schemas.needs_list() {
             // The schemas come from the list: read it first (its answer counts for the
-            // server), then ask the server's gate again for the call itself.
-            self.read_schemas(permit).await?;
-            permit = match self.server_gate().await {
+            // server), through the server's gate.
+            let permit = match self.server_gate().await {
                 Ok(permit) => permit,
                 Err(retry_after) => return Ok(self.server_refused(&tool, retry_after)),
             };
+            self.read_schemas(permit).await?;
         }
-        self.call_admitted(params, tool, permit).await
-    }
-
-    /// The argument check, the tool's gate, the call and the records, once the server's gate
-    /// admitted the call with `permit`.
-    async fn call_admitted(
-        &self,
-        mut params: CallToolRequestParams,
-        tool: String,
-        permit: crate::call::Permit,
-    ) -> Result<CallToolResult, ServiceError> {
+        // The model's mistakes, answered here: nothing sent, nothing recorded, no probe spent.
+        if self.shared.schemas.knows(&tool) == Some(false) {
+            return Err(ServiceError::McpError(self.unknown_tool(&tool)));
+        }
         if let Some(problems) =
             self.shared
                 .schemas
                 .check(self.schema_check, &tool, &mut params.arguments)
         {
-            // Nothing sent, nothing recorded; the server's admission needs no report.
-            return Ok(invalid_arguments(&tool, &problems));
+            return Ok(self.invalid_arguments(&tool, &problems));
         }
+        let permit = match self.server_gate().await {
+            Ok(permit) => permit,
+            Err(retry_after) => return Ok(self.server_refused(&tool, retry_after)),
+        };
+        self.call_admitted(params, tool, permit).await
+    }
+
+    /// The tool's gate, the call and the records, once the server's gate admitted the call
+    /// with `permit`.
+    async fn call_admitted(
+        &self,
+        params: CallToolRequestParams,
+        tool: String,
+        permit: crate::call::Permit,
+    ) -> Result<CallToolResult, ServiceError> {
         let key = self.key(&tool).into_owned();
         let span = span::call_span(&tool, &key, &self.server.name);
         span::describe(&span, &self.transport, &self.peer);
@@ -89,14 +92,14 @@ impl ToolHealthClient {
             .await;
         match result {
             Ok(result) => Ok(result),
-            Err(CallError::Refused { retry_after, .. }) => Ok(refusal_of(
-                &format!(
-                    "tool `{}` of MCP server `{}`",
-                    shown(&tool),
-                    self.server.name
-                ),
-                retry_after,
-            )),
+            Err(CallError::Refused { retry_after, .. }) => {
+                let why = Why::of(self.registry.snapshot(&key).as_ref());
+                Ok(texts::refused(
+                    &self.shown_name(&tool),
+                    Refused::Tool(why),
+                    retry_after,
+                ))
+            }
             // The call helper applies no timeout here (the request carries it).
             Err(CallError::TimedOut { after, .. }) => Err(ServiceError::Timeout { timeout: after }),
             Err(CallError::Tool(Answer::Result(result, _))) => Ok(*result),
@@ -217,16 +220,25 @@ impl ToolHealthClient {
         }
     }
 
-    /// A refusal by the server's breaker (recorded nowhere else; a span says so).
-    fn server_refused(&self, tool: &str, retry_after: Duration) -> CallToolResult {
-        let text = format!(
-            "MCP server `{}` is not answering, so every tool of it is refused",
-            self.server.name
-        );
-        let result = refusal_of(&text, retry_after);
+    /// The `tools/call` span of a call the client answered itself (nothing was sent), with the
+    /// registry that accounts for it: entered by the caller, so that it is in the trace.
+    fn answered_span(&self, tool: &str) -> Span {
         let key = self.key(tool);
         let span = span::call_span(tool, &key, &self.server.name);
         span::describe(&span, &self.transport, &self.peer);
+        span.record(semconv::REGISTRY_ID, self.registry.instance_id());
+        span
+    }
+
+    /// A refusal by the server's breaker (recorded nowhere else; a span says so).
+    fn server_refused(&self, tool: &str, retry_after: Duration) -> CallToolResult {
+        let why = Why::of(self.server.servers.snapshot(&self.server.name).as_ref());
+        let result = texts::refused(
+            &self.shown_name(tool),
+            Refused::Server(&self.server.name, why),
+            retry_after,
+        );
+        let span = self.answered_span(tool);
         // A refused span: a layer records nothing for it (the tool was not called).
         let _entered = span.enter();
         span.record(semconv::GATE_DECISION, "refused");
@@ -237,7 +249,37 @@ impl ToolHealthClient {
         }
         result
     }
+
+    /// Arguments the check refused: the result the model reads, and a span saying so — the
+    /// call skipped (`gen_ai.tool.call.outcome`), so that no feed records it.
+    fn invalid_arguments(&self, tool: &str, problems: &[String]) -> CallToolResult {
+        let result = texts::invalid_arguments(&self.shown_name(tool), problems);
+        let span = self.answered_span(tool);
+        let _entered = span.enter();
+        span.record(semconv::TOOL_CALL_OUTCOME, SKIPPED);
+        span.record(semconv::ERROR_TYPE, classify::INVALID_ARGUMENTS);
+        span.record("tool_health.mcp.answer", classify::INVALID_ARGUMENTS);
+        span.record(semconv::OTEL_STATUS_CODE, "error");
+        result
+    }
+
+    /// A tool the server does not list: `-32602` for the model, and a span saying so (skipped:
+    /// no feed records it, no entry is made for a name the model made up).
+    fn unknown_tool(&self, tool: &str) -> rmcp::model::ErrorData {
+        let error = texts::unknown_tool(&self.shown_name(tool));
+        let span = self.answered_span(tool);
+        let _entered = span.enter();
+        span.record(semconv::TOOL_CALL_OUTCOME, SKIPPED);
+        span.record(semconv::ERROR_TYPE, "-32602");
+        span.record(semconv::RPC_RESPONSE_STATUS_CODE, -32602_i64);
+        span.record("tool_health.mcp.answer", classify::UNKNOWN_TOOL);
+        span.record(semconv::OTEL_STATUS_CODE, "error");
+        error
+    }
 }
+
+/// `gen_ai.tool.call.outcome` of a call the client answered itself: it was not made.
+const SKIPPED: &str = "skipped";
 
 /// What came back, classified, for the call helper.
 enum Answer {
@@ -253,14 +295,4 @@ impl Answer {
             Self::Result(_, class) | Self::Service(_, class) => class,
         }
     }
-}
-
-/// The soft result of arguments the check refused.
-fn invalid_arguments(tool: &str, problems: &[String]) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!(
-        "{INVALID_ARGUMENTS_MESSAGE} for tool `{}` (checked against its inputSchema; nothing \
-         was sent to the server): {}",
-        shown(tool),
-        problems.join("; ")
-    ))])
 }

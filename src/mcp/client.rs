@@ -24,6 +24,9 @@ use super::{DEFAULT_PING_TIMEOUT, DEFAULT_TIMEOUT, KEY_SEPARATOR};
 /// The longest server name kept (in bytes, at a character boundary).
 const MAX_SERVER_NAME: usize = 128;
 
+/// How the model knows a tool of this server ([`ToolHealthClient::shown_names`]).
+pub(super) type ShownAs = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
 /// A user's classification of results ([`ToolHealthClient::classify_results`]).
 pub(super) type ResultClassifier = Arc<dyn Fn(&str, &CallToolResult) -> ErrorClass + Send + Sync>;
 
@@ -38,6 +41,7 @@ pub struct ToolHealthClient {
     pub(super) ping_timeout: Duration,
     pub(super) schema_check: SchemaCheck,
     pub(super) classify: Option<ResultClassifier>,
+    pub(super) shown_as: Option<ShownAs>,
     pub(super) transport: Transport,
     /// Shared by the clones and peers of one server: its schemas and subscriptions.
     pub(super) shared: Arc<Shared>,
@@ -105,6 +109,7 @@ impl ToolHealthClient {
             ping_timeout: DEFAULT_PING_TIMEOUT,
             schema_check: SchemaCheck::default(),
             classify: None,
+            shown_as: None,
             transport: Transport::default(),
             shared: Arc::default(),
         }
@@ -173,6 +178,32 @@ impl ToolHealthClient {
     ) -> Self {
         self.classify = Some(Arc::new(classify));
         self
+    }
+
+    /// How the model knows this server's tools, for every text the model reads about a call —
+    /// a refusal, arguments the check refused, an unknown tool: `shown(tool)` for the tool's
+    /// own name. Default: the name itself. A host that shows tools under a prefix (the
+    /// gateway: `github__search_issues`) says so here, so that the model reads the name it
+    /// called, never another.
+    ///
+    /// ```
+    /// # fn client(c: tool_health::mcp::ToolHealthClient) -> tool_health::mcp::ToolHealthClient {
+    /// c.shown_names(|tool| format!("github__{tool}"))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn shown_names(mut self, shown: impl Fn(&str) -> String + Send + Sync + 'static) -> Self {
+        self.shown_as = Some(Arc::new(shown));
+        self
+    }
+
+    /// `tool` as the model knows it ([`shown_names`](Self::shown_names)), printable and
+    /// bounded.
+    pub(super) fn shown_name(&self, tool: &str) -> String {
+        match &self.shown_as {
+            Some(f) => super::shown(&f(tool)),
+            None => super::shown(tool),
+        }
     }
 
     /// How the client reaches the server, for the span's transport attributes ([`Transport`]).

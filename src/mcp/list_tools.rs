@@ -23,6 +23,8 @@ impl ToolHealthClient {
         let mut tools = Vec::new();
         let mut cursor = None;
         let mut outcome = ServerOutcome::Answered;
+        // Read to its last page: the server's whole list.
+        let mut whole = false;
         // A server that keeps answering cursors is cut off after this many pages.
         for _ in 0..100 {
             let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
@@ -33,6 +35,7 @@ impl ToolHealthClient {
                     tools.extend(page.tools);
                     cursor = page.next_cursor;
                     if cursor.is_none() {
+                        whole = true;
                         break;
                     }
                 }
@@ -50,7 +53,7 @@ impl ToolHealthClient {
         }
         self.server
             .record(permit, outcome, self.registry.now().saturating_sub(started));
-        self.shared.schemas.update(&tools, true);
+        self.shared.schemas.update(&tools, true, whole);
         self.declare_listed(&tools);
         Ok(())
     }
@@ -127,7 +130,9 @@ impl ToolHealthClient {
             ServerResult::ListToolsResult(result) => result,
             _ => return Err(ServiceError::UnexpectedResponse),
         };
-        self.shared.schemas.update(&result.tools, first_page);
+        self.shared
+            .schemas
+            .update(&result.tools, first_page, result.next_cursor.is_none());
         self.declare_listed(&result.tools);
         let now = self.registry.now();
         let mut hidden = Vec::new();

@@ -70,6 +70,10 @@ pub(crate) struct Schemas {
 struct Known {
     /// A list was read since the last invalidation.
     listed: bool,
+    /// Since then, a list was read from its first page ...
+    from_first: bool,
+    /// ... to its last: `tools` is the server's whole list.
+    complete: bool,
     tools: HashMap<Box<str>, Arc<Compiled>>,
 }
 
@@ -146,12 +150,23 @@ impl Schemas {
 
     /// The server's list changed (or the peer did): the next call reads it again.
     pub(crate) fn invalidate(&self) {
-        self.known().listed = false;
+        let mut known = self.known();
+        known.listed = false;
+        known.from_first = false;
+        known.complete = false;
     }
 
-    /// Takes the schemas of a page of the tool list; the first page replaces what was known.
-    /// A schema equal to the one known keeps its compiled validators.
-    pub(crate) fn update(&self, tools: &[Tool], first_page: bool) {
+    /// Whether the server lists `tool`: `None` while its whole list is not known (no list read
+    /// since it last changed, or not to its last page).
+    pub(crate) fn knows(&self, tool: &str) -> Option<bool> {
+        let known = self.known();
+        (known.listed && known.complete).then(|| known.tools.contains_key(tool))
+    }
+
+    /// Takes the schemas of a page of the tool list; the first page replaces what was known,
+    /// the `last` one completes it. A schema equal to the one known keeps its compiled
+    /// validators.
+    pub(crate) fn update(&self, tools: &[Tool], first_page: bool, last: bool) {
         let mut known = self.known();
         let mut next = if first_page {
             HashMap::with_capacity(tools.len())
@@ -170,6 +185,8 @@ impl Schemas {
             next.insert(name.into(), compiled);
         }
         known.tools = next;
+        known.from_first |= first_page;
+        known.complete = known.from_first && last;
         known.listed = true;
     }
 
@@ -394,7 +411,7 @@ mod tests {
         };
         let tool = Tool::new("t", "a tool", Arc::new(schema));
         let s = Schemas::default();
-        s.update(&[tool], true);
+        s.update(&[tool], true, true);
         s
     }
 
@@ -406,6 +423,32 @@ mod tests {
         let r = s.check(mode, "t", &mut args);
         assert!(args.is_some(), "the arguments are given back");
         r
+    }
+
+    #[test]
+    fn a_tool_is_known_only_from_a_whole_list() {
+        let tool = |n: &str| Tool::new(n.to_owned(), "a tool", Arc::new(JsonObject::new()));
+        let s = Schemas::default();
+        assert_eq!(s.knows("a"), None, "nothing read");
+        s.update(&[tool("a")], true, false);
+        assert_eq!(s.knows("b"), None, "the first page of several");
+        s.update(&[tool("b")], false, true);
+        assert_eq!(
+            (s.knows("a"), s.knows("b"), s.knows("c")),
+            (Some(true), Some(true), Some(false))
+        );
+        s.invalidate();
+        assert_eq!(
+            s.knows("a"),
+            None,
+            "the list changed: not known until read again"
+        );
+        s.update(&[tool("c")], false, true);
+        assert_eq!(
+            s.knows("c"),
+            None,
+            "a last page alone is not the whole list"
+        );
     }
 
     // The Python SDK's schema of `needs_int(n: int)` (captured from `mcp` 2.3.0).
@@ -529,7 +572,7 @@ mod tests {
         let Value::Object(same) = python_needs_int() else {
             unreachable!()
         };
-        s.update(&[Tool::new("t", "again", Arc::new(same))], true);
+        s.update(&[Tool::new("t", "again", Arc::new(same))], true, true);
         assert!(Arc::ptr_eq(
             &before,
             s.known().tools.get("t").expect("known")
@@ -537,7 +580,7 @@ mod tests {
         let Value::Object(loose) = json!({"type": "object"}) else {
             unreachable!()
         };
-        s.update(&[Tool::new("t", "changed", Arc::new(loose))], true);
+        s.update(&[Tool::new("t", "changed", Arc::new(loose))], true, true);
         assert_eq!(check(&s, SchemaCheck::Lax, json!({"n": "x"})), None);
         s.invalidate();
         assert!(s.needs_list());

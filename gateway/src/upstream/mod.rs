@@ -262,14 +262,11 @@ impl Upstream {
             self.wait_ready(self.config.settings.connect_timeout).await;
         }
         let Some(conn) = self.conn.load_full() else {
-            let why = self
-                .state()
-                .last_error
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
+            // Why it is not connected is the operator's to read (`/v1/servers`, the log): the
+            // error of a handshake names transport types and URLs no model needs.
             return Ok(soft(format!(
-                "MCP server `{}` is not connected yet (the gateway is starting it{why}); tool \
-                 `{shown}` was not called",
+                "tool `{shown}` was not called: its MCP server `{}` is not connected (the \
+                 gateway is starting it); retry in a few seconds",
                 self.name
             )));
         };
@@ -279,13 +276,14 @@ impl Upstream {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(e),
             Err(ServiceError::Timeout { timeout }) => Ok(soft(format!(
-                "tool `{shown}` did not answer within {:.1} s; the gateway gave up on this call",
+                "tool `{shown}` did not answer within {:.1} s: the gateway gave up on this call \
+                 (it may still have run); retry later",
                 timeout.as_secs_f64()
             ))),
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 Ok(soft(format!(
-                    "MCP server `{}` is not connected (its connection closed; the gateway is \
-                     reconnecting); tool `{shown}` was not called",
+                    "tool `{shown}` was not called: its MCP server `{}` is not connected (its \
+                     connection closed; the gateway is reconnecting); retry in a few seconds",
                     self.name
                 )))
             }

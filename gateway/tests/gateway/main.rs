@@ -16,6 +16,7 @@ mod breakers;
 mod config;
 mod feeds;
 mod fleet;
+mod model;
 mod receiver;
 
 use support::trial;
@@ -35,6 +36,7 @@ fn main() {
             trial("config::a_bad_config_exits_2_naming_the_line_and_the_fix", config::a_bad_config_exits_2),
             trial("fleet::replicas_share_a_trip_through_the_store", fleet::replicas_share_a_trip),
             trial("receiver::an_agents_traces_trip_a_breaker_the_api_shows", receiver::an_agents_traces_trip_a_breaker_the_api_shows),
+            trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
             trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
             trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),
         ]

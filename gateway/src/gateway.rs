@@ -88,11 +88,6 @@ impl Gateway {
             }
             tracing::info!(replica = %fleet.replica_id(), "fleet mode on: breaker decisions are shared with the other replicas");
         }
-        let mut status = tool_health::status::builder(Arc::clone(&registry)).prometheus(prometheus);
-        if let Some(t) = &token {
-            status = status.control_token(t.expose());
-        }
-        let status = status.build().map_err(|e| e.to_string())?;
         let hosts = Hosts::new();
         let upstreams = Upstreams::new(
             config
@@ -100,6 +95,24 @@ impl Gateway {
                 .iter()
                 .map(|s| Upstream::new(s.clone(), &registry, &hosts)),
         );
+        // The servers are the status page's groups: each shown with its connection and
+        // breaker, and a tool its server refuses shown as refused.
+        let servers: Vec<Arc<Upstream>> = upstreams.iter().cloned().collect();
+        if let Some(m) = prometheus.meter() {
+            crate::telemetry::publish_servers(&m, &servers);
+        }
+        if let Some(meter) = meter {
+            crate::telemetry::publish_servers(meter, &servers);
+        }
+        let mut status = tool_health::status::builder(Arc::clone(&registry))
+            .prometheus(prometheus)
+            .groups("server", move || {
+                servers.iter().map(|u| u.group()).collect()
+            });
+        if let Some(t) = &token {
+            status = status.control_token(t.expose());
+        }
+        let status = status.build().map_err(|e| e.to_string())?;
         let shutdown = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
         for u in upstreams.iter() {

@@ -157,6 +157,26 @@ impl Upstream {
             .and_then(|s| s.retry_after)
     }
 
+    /// The server as the status page shows it: a group of the tools keyed `{server}/…`, with
+    /// its breaker, its connection, restarts and last error.
+    pub(crate) fn group(&self) -> tool_health::status::Group {
+        let state = self.state();
+        let mut g = tool_health::status::Group::new(
+            &*self.name,
+            format!("{}{}", self.name, tool_health::mcp::KEY_SEPARATOR),
+        )
+        .connected(state.connected)
+        .restarts(state.starts.saturating_sub(1))
+        .tools(self.known_count() as u64);
+        if let Some(s) = tool_health::mcp::server_registry(&self.registry).snapshot(&self.name) {
+            g = g.breaker(&s);
+        }
+        if let Some(e) = state.last_error {
+            g = g.last_error(e);
+        }
+        g
+    }
+
     /// Whether this server listed `tool`.
     pub(crate) fn knows(&self, tool: &str) -> bool {
         self.known

@@ -71,6 +71,23 @@ impl ToolHealthClient {
         self.call_admitted(params, tool, permit).await
     }
 
+    /// [`call_tool`](Self::call_tool), telling `progress` the `progressToken` the request is
+    /// sent with once it is sent (rmcp numbers every request's token itself, whatever the
+    /// params carry): the server's `notifications/progress` for this call arrive with it at the
+    /// peer's `ClientHandler::on_progress`. For a proxy that passes a host's progress on —
+    /// the gateway maps it back to the host's own token. Not called when nothing is sent (a
+    /// refusal, the model's mistake).
+    pub async fn call_tool_with_progress(
+        &self,
+        params: CallToolRequestParams,
+        progress: impl FnOnce(&rmcp::model::ProgressToken) + Send + 'static,
+    ) -> Result<CallToolResult, ServiceError> {
+        let told: super::requests::TellProgress = Box::new(progress);
+        super::requests::PROGRESS
+            .scope(std::cell::RefCell::new(Some(told)), self.call_tool(params))
+            .await
+    }
+
     /// The tool's gate, the call and the records, once the server's gate admitted the call
     /// with `permit`.
     async fn call_admitted(

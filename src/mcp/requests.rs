@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use rmcp::model::{
-    CancelledNotificationParam, ClientRequest, PingRequest, RequestId, ServerResult,
+    CancelledNotificationParam, ClientRequest, PingRequest, ProgressToken, RequestId, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use tracing::{Instrument as _, Span};
@@ -111,10 +111,20 @@ impl ToolHealthClient {
         timeout: Duration,
         span: Option<&Span>,
     ) -> Result<ServerResult, ServiceError> {
+        let is_call = matches!(request, ClientRequest::CallToolRequest(_));
         let handle = self
             .peer
             .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
             .await?;
+        if is_call {
+            // rmcp numbers every request's progress token itself: whoever asked
+            // (`call_tool_with_progress`) learns it now, before the server can answer.
+            let _ = PROGRESS.try_with(|told| {
+                if let Some(tell) = told.borrow_mut().take() {
+                    tell(&handle.progress_token);
+                }
+            });
+        }
         if let Some(span) = span {
             span.record("jsonrpc.request.id", tracing::field::display(&handle.id));
         }
@@ -126,6 +136,14 @@ impl ToolHealthClient {
         abandoned.id = None;
         result
     }
+}
+
+/// Told the progress token of the `tools/call` this task sends next.
+pub(super) type TellProgress = Box<dyn FnOnce(&ProgressToken) + Send>;
+
+tokio::task_local! {
+    /// Set by [`ToolHealthClient::call_tool_with_progress`] around its call.
+    pub(super) static PROGRESS: std::cell::RefCell<Option<TellProgress>>;
 }
 
 /// Sends `notifications/cancelled` for a request dropped before its answer (rmcp's own guard

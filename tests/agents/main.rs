@@ -397,7 +397,11 @@ async fn pydantic_ai_retries_used_up_never_trip_the_tool() {
     )
     .await;
     let insists = s.tool("insists").await;
-    assert_eq!(counts(&insists), (0, 0, 9), "three attempts a run: {insists}");
+    assert_eq!(
+        counts(&insists),
+        (0, 0, 9),
+        "three attempts a run: {insists}"
+    );
     assert_eq!(insists["available"], true, "{insists}");
     assert_eq!(insists["state"], "closed", "{insists}");
 }

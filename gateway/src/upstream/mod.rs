@@ -27,6 +27,7 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 use crate::config::{Launch, ServerConfig};
 use crate::names;
 use crate::server::notify::Hosts;
+use crate::server::progress::ProgressRoutes;
 
 pub(crate) use supervise::supervise;
 
@@ -51,6 +52,8 @@ pub(crate) struct Upstream {
     warned: Mutex<HashSet<String>>,
     hosts: Arc<Hosts>,
     subscription: Mutex<Option<ToolsSubscription>>,
+    /// The calls in flight whose host asked for progress.
+    pub(crate) progress: Arc<ProgressRoutes>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -115,6 +118,7 @@ impl Upstream {
             warned: Mutex::new(HashSet::new()),
             hosts: Arc::clone(hosts),
             subscription: Mutex::new(None),
+            progress: Arc::default(),
             config,
         })
     }
@@ -274,6 +278,7 @@ impl Upstream {
         &self,
         tool: &str,
         mut params: CallToolRequestParams,
+        progress: Option<impl FnOnce(&rmcp::model::ProgressToken) + Send + 'static>,
     ) -> Result<CallToolResult, McpError> {
         let shown = format!("{}{}{tool}", self.name, names::SEPARATOR);
         if self.conn.load().is_none() {
@@ -292,7 +297,11 @@ impl Upstream {
         };
         params.name = tool.to_owned().into();
         let client = conn.per_tool.get(tool).unwrap_or(&conn.client);
-        match client.call_tool(params).await {
+        let answer = match progress {
+            Some(tell) => client.call_tool_with_progress(params, tell).await,
+            None => client.call_tool(params).await,
+        };
+        match answer {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(e),
             Err(ServiceError::Timeout { timeout }) => Ok(soft(format!(

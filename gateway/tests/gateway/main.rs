@@ -17,6 +17,7 @@ mod config;
 mod feeds;
 mod fleet;
 mod model;
+mod progress;
 mod receiver;
 mod servers;
 
@@ -39,6 +40,7 @@ fn main() {
             trial("receiver::an_agents_traces_trip_a_breaker_the_api_shows", receiver::an_agents_traces_trip_a_breaker_the_api_shows),
             trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
             trial("servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown", servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown),
+            trial("progress::progress_reaches_the_host_that_made_the_call", progress::progress_reaches_the_host_that_made_the_call),
             trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
             trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),
         ]

@@ -421,25 +421,13 @@ fn write_group(out: &mut String, g: &Group, (tracked, open): &(u64, u64)) {
         _ => out.push_str("null"),
     }
     out.push_str(",\"connected\":");
-    match g.connected {
-        Some(c) => json::boolean(out, c),
-        None => out.push_str("null"),
-    }
+    json::or_null(out, g.connected, json::boolean);
     out.push_str(",\"restarts\":");
-    match g.restarts {
-        Some(n) => json::uint(out, n),
-        None => out.push_str("null"),
-    }
+    json::or_null(out, g.restarts, json::uint);
     out.push_str(",\"last_error\":");
-    match &g.last_error {
-        Some(e) => json::string(out, e),
-        None => out.push_str("null"),
-    }
+    json::or_null(out, g.last_error.as_deref(), json::string);
     out.push_str(",\"tools\":");
-    match g.tools {
-        Some(n) => json::uint(out, n),
-        None => out.push_str("null"),
-    }
+    json::or_null(out, g.tools, json::uint);
     out.push_str(",\"tools_tracked\":");
     json::uint(out, *tracked);
     out.push_str(",\"tools_refusing\":");
@@ -477,15 +465,9 @@ fn write_tool(
         _ => out.push_str("null"),
     }
     out.push_str(",\"refused_by\":");
-    match verdict.refused_by {
-        Some(by) => json::string(out, by),
-        None => out.push_str("null"),
-    }
+    json::or_null(out, verdict.refused_by, json::string);
     out.push_str(",\"group\":");
-    match verdict.group {
-        Some(g) => json::string(out, &g.name),
-        None => out.push_str("null"),
-    }
+    json::or_null(out, verdict.group.map(|g| &*g.name), json::string);
     out.push_str(",\"control\":");
     let (control, remaining) = match s.control {
         ToolControl::ForcedOpen { until } => ("forced_open", until.map(|u| u.saturating_sub(now))),

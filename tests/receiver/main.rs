@@ -8,6 +8,7 @@
 
 mod fixtures;
 mod hostile;
+mod late_storm;
 mod own;
 mod recovery;
 mod support;

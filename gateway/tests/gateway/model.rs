@@ -6,14 +6,11 @@
 use serde_json::{json, Value};
 
 use crate::support::{
-    call, eventually, http, rmcp_http, scratch, seen_count, text, upstream, Gateway, REFUSAL, WAIT,
+    call, control, eventually, rmcp_http, seen_count, text, token_args, upstream, Gateway, REFUSAL,
+    WAIT,
 };
 
-const TOKEN: &str = "s3cret-token-0123456789abcdef";
-
 pub async fn the_model_reads_the_tool_it_called_what_happened_and_when_to_retry() {
-    let file = scratch().join("token");
-    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let config = json!({
         "mcpServers": {
             "rs": upstream::rmcp(),
@@ -24,9 +21,9 @@ pub async fn the_model_reads_the_tool_it_called_what_happened_and_when_to_retry(
                    "servers": {"rs": {"tools": {"hang": {"timeoutSeconds": 1}}},
                                "far": {"connectTimeoutSeconds": 1}}},
     });
-    let gw = Gateway::http(&config, &["--control-token-file", file.to_str().unwrap()]).await;
+    let token = token_args();
+    let gw = Gateway::http(&config, &[&token[0], &token[1]]).await;
     let (client, _changes) = rmcp_http(gw.port).await;
-    let bearer = format!("Bearer {TOKEN}");
     let said = |r: &rmcp::model::CallToolResult| text(r);
 
     // A failing tool, refused: its name as the model called it, why, when.
@@ -71,14 +68,7 @@ pub async fn the_model_reads_the_tool_it_called_what_happened_and_when_to_retry(
     );
 
     // The operator switches the server off: said so, not "not answering".
-    let (status, v) = http(
-        gw.port,
-        "POST",
-        "/v1/servers/rs/force-open?seconds=600",
-        &[("authorization", bearer.as_str())],
-        "",
-    )
-    .await;
+    let (status, v) = control(gw.port, "/v1/servers/rs/force-open?seconds=600").await;
     assert_eq!(status, 200, "{v}");
     let r = call(&client, "rs__ok", json!({})).await.unwrap();
     let t = said(&r);
@@ -90,14 +80,7 @@ pub async fn the_model_reads_the_tool_it_called_what_happened_and_when_to_retry(
             ),
         "{t}"
     );
-    let (status, _) = http(
-        gw.port,
-        "POST",
-        "/v1/servers/rs/release",
-        &[("authorization", bearer.as_str())],
-        "",
-    )
-    .await;
+    let (status, _) = control(gw.port, "/v1/servers/rs/release").await;
     assert_eq!(status, 200);
     let seen: Value = {
         let r = call(&client, "rs__seen", json!({})).await.unwrap();

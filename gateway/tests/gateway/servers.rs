@@ -5,14 +5,10 @@
 use serde_json::{json, Value};
 
 use crate::support::{
-    call, eventually, http, http_raw, rmcp_http, scratch, upstream, Gateway, WAIT,
+    call, control, eventually, http_raw, rmcp_http, token_args, upstream, Gateway, WAIT,
 };
 
-const TOKEN: &str = "s3cret-token-0123456789abcdef";
-
 pub async fn a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown() {
-    let file = scratch().join("token");
-    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let config = json!({
         "mcpServers": {
             "rs": upstream::rmcp(),
@@ -20,7 +16,8 @@ pub async fn a_refused_servers_tools_are_refused_on_the_page_and_servers_are_sho
         },
         "health": {"servers": {"far": {"connectTimeoutSeconds": 1}}},
     });
-    let gw = Gateway::http(&config, &["--control-token-file", file.to_str().unwrap()]).await;
+    let token = token_args();
+    let gw = Gateway::http(&config, &[&token[0], &token[1]]).await;
     let (client, _) = rmcp_http(gw.port).await;
     call(&client, "rs__ok", json!({})).await.unwrap();
     eventually("far's first attempt failed", WAIT, || async {
@@ -32,15 +29,7 @@ pub async fn a_refused_servers_tools_are_refused_on_the_page_and_servers_are_sho
             .map(|_| ())
     })
     .await;
-    let auth = format!("Bearer {TOKEN}");
-    let (status, v) = http(
-        gw.port,
-        "POST",
-        "/v1/servers/rs/force-open?seconds=600",
-        &[("authorization", auth.as_str())],
-        "",
-    )
-    .await;
+    let (status, v) = control(gw.port, "/v1/servers/rs/force-open?seconds=600").await;
     assert_eq!(status, 200, "{v}");
 
     // The page's own document (the library's `/tools`, what the page and `/events` show).

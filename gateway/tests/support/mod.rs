@@ -299,6 +299,25 @@ pub async fn listening_port(log: &Log) -> u16 {
 // The gateway process
 // ---------------------------------------------------------------------------------------
 
+/// The control token of the tests that use one.
+pub const TOKEN: &str = "s3cret-token-0123456789abcdef";
+
+/// `--control-token-file FILE` with [`TOKEN`] in a scratch file.
+pub fn token_args() -> [String; 2] {
+    let file = scratch().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    [
+        "--control-token-file".to_owned(),
+        file.display().to_string(),
+    ]
+}
+
+/// An operator control (`POST path`) with [`TOKEN`]: the status and the answer.
+pub async fn control(port: u16, path: &str) -> (u16, Value) {
+    let auth = format!("Bearer {TOKEN}");
+    http(port, "POST", path, &[("authorization", auth.as_str())], "").await
+}
+
 /// Writes `config` to a scratch file and gives its path.
 pub fn write_config(config: &Value) -> PathBuf {
     let path = scratch().join("gateway.json");

@@ -15,13 +15,14 @@ use std::time::{Duration, Instant};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanLimits};
-use prost::Message as _;
 use tool_health::receiver::{Format, Receiver};
 use tool_health::{
     BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthLayer, ToolHealthRegistry,
     ToolHealthSpanProcessor,
 };
 use tracing_subscriber::layer::SubscriberExt as _;
+
+use crate::support::exported;
 
 fn registry() -> (ManualClock, Arc<ToolHealthRegistry>) {
     let clock = ManualClock::new();
@@ -160,8 +161,6 @@ fn registry_pair() -> (ManualClock, Arc<ToolHealthRegistry>) {
 
 /// The adk step's spans as the SDK finished them, as one OTLP request.
 fn otlp_request(n: usize, fail: bool) -> Vec<u8> {
-    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
     let exporter = InMemorySpanExporter::default();
     let provider = provider_with(20_000)
         .with_simple_exporter(exporter.clone())
@@ -170,22 +169,7 @@ fn otlp_request(n: usize, fail: bool) -> Vec<u8> {
     tracing::subscriber::with_default(tracing_subscriber::registry().with(otel), || {
         adk_step(n, fail, false);
     });
-    let spans: Vec<Span> = exporter
-        .get_finished_spans()
-        .unwrap()
-        .into_iter()
-        .map(Span::from)
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-    .encode_to_vec()
+    exported(exporter.get_finished_spans().unwrap())
 }
 
 #[test]

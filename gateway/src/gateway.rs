@@ -25,6 +25,8 @@ pub(crate) struct Gateway {
     pub(crate) status: Status,
     pub(crate) fleet: Option<Fleet>,
     pub(crate) probes: Probes,
+    /// The hosts' spans of the calls served (see `server/served.rs`).
+    pub(crate) served: Arc<crate::server::served::ServedSpans>,
     pub(crate) token: Option<Token>,
     pub(crate) max_message_bytes: usize,
     /// Cancelled when the gateway stops: supervisors, the HTTP server and sessions end.
@@ -128,6 +130,7 @@ impl Gateway {
             status,
             fleet,
             probes: Probes::default(),
+            served: Arc::default(),
             token,
             max_message_bytes: config.health.max_message_bytes,
             shutdown,

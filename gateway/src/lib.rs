@@ -174,7 +174,12 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         let servers: std::collections::HashSet<String> =
             config.servers.iter().map(|s| s.name.clone()).collect();
         let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry))
-            .map_tool_names(move |name| names::key_of(name, |s| servers.contains(s)));
+            .map_tool_names(move |name| names::key_of(name, |s| servers.contains(s)))
+            // A host's spans of calls the gateway served (and recorded) count once.
+            .recorded_elsewhere({
+                let served = Arc::clone(&gw.served);
+                move |span| served.contains(span)
+            });
         if let Some(url) = &args.forward_traces {
             b = b.forward_to(url.clone());
         }

@@ -133,6 +133,9 @@ type Waiting = (Observed, Duration, u64, Option<CallTimes>);
 /// the name itself).
 pub(crate) type KeyMap = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Whether a span (by its id) is of a call its feed's application recorded another way.
+pub(crate) type RecordedElsewhere = Arc<dyn Fn(u64) -> bool + Send + Sync>;
+
 /// What every processor version (and the OTLP receiver) shares.
 pub(crate) struct SpanCore {
     registry: Arc<ToolHealthRegistry>,
@@ -146,7 +149,15 @@ pub(crate) struct SpanCore {
     feed: Feed,
     /// The receiver's map from span tool names to registry keys.
     keys: Option<KeyMap>,
+    /// The receiver's spans of calls recorded another way.
+    elsewhere: Option<RecordedElsewhere>,
+    /// The parents of such spans seen lately (the caller's tool span around its transport's
+    /// span: the same call), at most [`ELSEWHERE_PARENTS`].
+    elsewhere_parents: std::sync::Mutex<std::collections::VecDeque<u64>>,
 }
+
+/// How many parents of spans recorded elsewhere are remembered for their own end.
+const ELSEWHERE_PARENTS: usize = 1024;
 
 impl fmt::Debug for SpanCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -209,6 +220,7 @@ impl SpanCore {
         default_classifier: DefaultClassifier,
         feed: Feed,
         keys: Option<KeyMap>,
+        elsewhere: Option<RecordedElsewhere>,
     ) -> Arc<Self> {
         let mut conventions = conventions;
         conventions.truncate(MAX_CONVENTIONS);
@@ -229,6 +241,8 @@ impl SpanCore {
             nested: Deferred::new(),
             feed,
             keys,
+            elsewhere,
+            elsewhere_parents: std::sync::Mutex::default(),
         });
         if feed == Feed::InProcess {
             // The layer marks its records only for an in-process processor to skip.
@@ -336,6 +350,11 @@ impl SpanCore {
     pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
         let _calling_out = CallingOut::enter();
         let mut own = self.tool_span(span);
+        if self.elsewhere.is_some() && self.was_recorded_elsewhere(span, own.is_some()) {
+            if let Some(own) = own.as_mut() {
+                own.seen.recorded_elsewhere = true;
+            }
+        }
         if !self.late.is_idle() {
             self.parent_ended(span);
         }
@@ -434,6 +453,40 @@ impl SpanCore {
         self.record(&seen, tool, outcome, duration, times);
     }
 
+    /// Whether `span`'s call was recorded where it was served: the span is one the application
+    /// named (the caller's span whose trace context came with the call, often its transport's
+    /// — an MCP client's `tools/call`, not itself a tool span here), or a tool span around
+    /// one (the caller's own span of that call: it ends after its child). Nothing more is
+    /// recorded for either.
+    fn was_recorded_elsewhere(&self, span: &dyn SpanView, is_tool: bool) -> bool {
+        let Some(elsewhere) = &self.elsewhere else {
+            return false;
+        };
+        let mut parents = self
+            .elsewhere_parents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if elsewhere(span.span_id()) {
+            if span.parent_id() != 0 {
+                if parents.len() >= ELSEWHERE_PARENTS {
+                    parents.pop_front();
+                }
+                parents.push_back(span.parent_id());
+            }
+            return true;
+        }
+        if !is_tool {
+            return false;
+        }
+        match parents.iter().position(|&p| p == span.span_id()) {
+            Some(i) => {
+                parents.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The registry key a call of `tool` is recorded under.
     fn key<'a>(&self, tool: &'a str) -> std::borrow::Cow<'a, str> {
         match self.keys.as_ref().and_then(|f| f(tool)) {
@@ -461,6 +514,9 @@ impl SpanCore {
         let Some(outcome) = outcome else {
             return; // no call was made
         };
+        if seen.recorded_elsewhere {
+            return;
+        }
         let facts = seen.facts(tool);
         let key = self.key(tool);
         let tool: &str = &key;

@@ -207,6 +207,15 @@ pub struct ReceiverBuilder {
     limits: Limits,
     forward: Option<forward::Config>,
     keys: Option<KeysBox>,
+    elsewhere: Option<ElsewhereBox>,
+}
+
+struct ElsewhereBox(crate::infer::span_core::RecordedElsewhere);
+
+impl std::fmt::Debug for ElsewhereBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("recorded_elsewhere")
+    }
 }
 
 struct KeysBox(crate::infer::span_core::KeyMap);
@@ -283,6 +292,20 @@ impl ReceiverBuilder {
         self
     }
 
+    /// Spans of calls the application recorded another way: `recorded(span_id)` true (the
+    /// span's 64-bit id) records nothing for that span, nor for a span of the same tool it
+    /// nests in (one call, seen from the caller's side). For a server that is itself on the
+    /// call's path — the gateway served the `tools/call` whose `_meta.traceparent` named that
+    /// span, and recorded it then — so that the caller's own spans of it, exported here too,
+    /// do not count it again.
+    pub fn recorded_elsewhere(
+        mut self,
+        recorded: impl Fn(u64) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.elsewhere = Some(ElsewhereBox(Arc::new(recorded)));
+        self
+    }
+
     /// The limits (default [`Limits::default`]).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -331,6 +354,7 @@ impl ReceiverBuilder {
             self.default_classifier,
             Feed::Remote,
             self.keys.map(|k| k.0),
+            self.elsewhere.map(|e| e.0),
         );
         Ok(Receiver {
             inner: Arc::new(Inner {
@@ -370,6 +394,7 @@ impl Receiver {
             limits: Limits::default(),
             forward: None,
             keys: None,
+            elsewhere: None,
         }
     }
 

@@ -159,6 +159,7 @@ impl Builder {
             self.default_classifier,
             Feed::InProcess,
             None,
+            None,
         )
     }
 }

@@ -9,19 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use prost::Message as _;
 use tool_health::receiver::{Format, Receiver};
 use tool_health::{BreakerState, ErrorClass, ToolHealthLayer, ToolHealthRegistry};
 use tracing_subscriber::layer::SubscriberExt as _;
 
-use crate::support::{counts, encode, request, tool_span};
+use crate::support::{counts, encode, exported, request, tool_span};
 
 /// The OTLP request of the spans `work` made, bridged by tracing-opentelemetry (with
 /// `ToolHealthLayer` for `registry` in the same subscriber when `layer`).
-fn exported(registry: &Arc<ToolHealthRegistry>, layer: bool, work: impl FnOnce()) -> Vec<u8> {
+fn request_of(registry: &Arc<ToolHealthRegistry>, layer: bool, work: impl FnOnce()) -> Vec<u8> {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
@@ -30,22 +27,7 @@ fn exported(registry: &Arc<ToolHealthRegistry>, layer: bool, work: impl FnOnce()
     let health = layer.then(|| ToolHealthLayer::new(registry.clone()));
     let subscriber = tracing_subscriber::registry().with(health).with(otel);
     tracing::subscriber::with_default(subscriber, work);
-    let spans: Vec<Span> = exporter
-        .get_finished_spans()
-        .unwrap()
-        .into_iter()
-        .map(Span::from)
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-    .encode_to_vec()
+    exported(exporter.get_finished_spans().unwrap())
 }
 
 /// Three failing calls of `search` and one good `weather`, through the call helper.
@@ -66,7 +48,7 @@ fn calls(registry: &Arc<ToolHealthRegistry>) {
 fn spans_of_calls_this_registry_recorded_are_not_counted_again_by_its_receiver() {
     for layer in [true, false] {
         let registry = Arc::new(ToolHealthRegistry::new());
-        let body = exported(&registry, layer, || calls(&registry));
+        let body = request_of(&registry, layer, || calls(&registry));
         assert_eq!(registry.snapshot("search").unwrap().failure_count, 3);
         // The process's own receiver: the spans came back, nothing more is counted.
         let receiver = Receiver::new(registry.clone());
@@ -123,4 +105,37 @@ fn a_receiver_maps_span_tool_names_to_the_keys_its_gate_uses() {
         "other names as they are"
     );
     assert_eq!(registry.breaker_state("py/add"), BreakerState::Open);
+}
+
+#[test]
+fn a_call_recorded_where_it_was_served_is_not_counted_again_from_the_callers_spans() {
+    // The caller's `execute_tool` span, and inside it its MCP client's span — whose id the
+    // server got in the call's traceparent, and which it recorded when it served the call.
+    let s = Duration::from_secs;
+    let registry = Arc::new(ToolHealthRegistry::new());
+    let served = 0x5e7e_d000_0000_0001_u64;
+    let receiver = Receiver::builder(registry.clone())
+        .recorded_elsewhere(move |span| span == served)
+        .build()
+        .unwrap();
+    let mut caller = tool_span("search", s(3), s(1), true);
+    let transport = opentelemetry_proto::tonic::trace::v1::Span {
+        span_id: served.to_be_bytes().to_vec(),
+        parent_span_id: caller.span_id.clone(),
+        name: "MCP send tools/call search".into(),
+        start_time_unix_nano: crate::support::ago(s(3)),
+        end_time_unix_nano: crate::support::ago(s(2)),
+        attributes: vec![crate::support::s("mcp.method.name", "tools/call")],
+        ..caller.clone()
+    };
+    caller.trace_id = transport.trace_id.clone();
+    // Another call of the same tool, not served there: counted.
+    let other = tool_span("search", s(3), s(1), true);
+    receiver
+        .ingest(
+            &encode(&request("my-agent", vec![transport, caller, other])),
+            Format::Protobuf,
+        )
+        .unwrap();
+    assert_eq!(counts(&registry).get("search"), Some(&(0, 1, 0)));
 }

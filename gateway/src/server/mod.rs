@@ -16,6 +16,7 @@
 
 pub(crate) mod notify;
 pub(crate) mod progress;
+pub(crate) mod served;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
@@ -145,6 +146,15 @@ impl ServerHandler for GatewayServer {
             ));
         };
         let tool = tool.to_owned();
+        // The host's span of this call, when it says which: recorded here, so its own export
+        // of it must not count again (`served.rs`).
+        if let Some(parent) = context
+            .meta
+            .get_traceparent()
+            .or_else(|| request.traceparent())
+        {
+            self.gw.served.served(parent);
+        }
         // Progress the host asked for goes back to it, under its own token (`progress.rs`).
         let host_token = context
             .meta

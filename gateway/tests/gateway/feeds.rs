@@ -180,3 +180,67 @@ pub async fn an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker()
     .await;
     assert_eq!(v["tool"].as_str(), Some("local_tool"), "{v}");
 }
+
+pub async fn a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once() {
+    // A Pydantic AI agent whose tools are the gateway's (the official Python MCP SDK client,
+    // which sends its span's traceparent in each call's _meta) exports its spans to the same
+    // gateway: its `execute_tool rs__flaky` spans are the very calls the gateway recorded.
+    let python = crate::receiver::pydantic_python();
+    // A probe lease of 1 s: a received span waiting for its parent waits 0.5 s at most.
+    let config = json!({"mcpServers": {"rs": upstream::rmcp()},
+                        "health": {"failureThreshold": 5, "cooldownSeconds": 30,
+                                   "probeTimeoutSeconds": 1}});
+    let gw = Gateway::http(&config, &[]).await;
+    let out = tokio::process::Command::new(python)
+        .arg(crate::support::workspace().join("tests/agents/python/mcp_host_agent.py"))
+        .args([
+            "--mcp",
+            &gw.url("/mcp"),
+            "--endpoint",
+            &gw.url("/v1/traces"),
+        ])
+        .args(["--tool", "rs__flaky", "--runs", "3"])
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), out)
+        .await
+        .expect("the agent ends within 2 min")
+        .expect("run the agent");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the agent failed: {said}");
+    // Its spans came in before it exited (the provider's shutdown exports them, the receiver
+    // answers once it read them); any waiting for a parent waits 0.5 s: watch for 3 s.
+    let (_, doc) = gw.get("/v1/tools/rs__flaky").await;
+    assert_eq!(doc["tool"].as_str(), Some("rs/flaky"), "{doc}");
+    let watched = tokio::time::Instant::now();
+    while watched.elapsed() < Duration::from_secs(3) {
+        let (_, v) = gw.get("/v1/tools/rs__flaky").await;
+        assert_eq!(
+            (
+                v["calls"]["failure"].as_u64(),
+                v["calls"]["ignored"].as_u64(),
+                v["calls"]["success"].as_u64()
+            ),
+            (Some(3), Some(0), Some(0)),
+            "each call once, as the gateway recorded it: {v}\n{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, all) = gw.get("/v1/tools?limit=1000").await;
+    let keys: Vec<&str> = all["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["tool"].as_str())
+        .collect();
+    assert!(
+        !keys.contains(&"rs__flaky"),
+        "no breaker of its own: {keys:?}"
+    );
+}

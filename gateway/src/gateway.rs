@@ -25,6 +25,8 @@ pub(crate) struct Gateway {
     pub(crate) status: Status,
     pub(crate) fleet: Option<Fleet>,
     pub(crate) probes: Probes,
+    /// The hosts' spans of the calls served (see `server/served.rs`).
+    pub(crate) served: Arc<crate::server::served::ServedSpans>,
     pub(crate) token: Option<Token>,
     pub(crate) max_message_bytes: usize,
     /// Cancelled when the gateway stops: supervisors, the HTTP server and sessions end.
@@ -89,11 +91,6 @@ impl Gateway {
             }
             tracing::info!(replica = %fleet.replica_id(), "fleet mode on: breaker decisions are shared with the other replicas");
         }
-        let mut status = tool_health::status::builder(Arc::clone(&registry)).prometheus(prometheus);
-        if let Some(t) = &token {
-            status = status.control_token(t.expose());
-        }
-        let status = status.build().map_err(|e| e.to_string())?;
         let hosts = Hosts::new();
         let upstreams = Upstreams::new(
             config
@@ -101,6 +98,24 @@ impl Gateway {
                 .iter()
                 .map(|s| Upstream::new(s.clone(), &registry, &hosts, secrets)),
         );
+        // The servers are the status page's groups: each shown with its connection and
+        // breaker, and a tool its server refuses shown as refused.
+        let servers: Vec<Arc<Upstream>> = upstreams.iter().cloned().collect();
+        if let Some(m) = prometheus.meter() {
+            crate::telemetry::publish_servers(&m, &servers);
+        }
+        if let Some(meter) = meter {
+            crate::telemetry::publish_servers(meter, &servers);
+        }
+        let mut status = tool_health::status::builder(Arc::clone(&registry))
+            .prometheus(prometheus)
+            .groups("server", move || {
+                servers.iter().map(|u| u.group()).collect()
+            });
+        if let Some(t) = &token {
+            status = status.control_token(t.expose());
+        }
+        let status = status.build().map_err(|e| e.to_string())?;
         let shutdown = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
         for u in upstreams.iter() {
@@ -116,6 +131,7 @@ impl Gateway {
             status,
             fleet,
             probes: Probes::default(),
+            served: Arc::default(),
             token,
             max_message_bytes: config.health.max_message_bytes,
             shutdown,

@@ -120,3 +120,50 @@ pub(crate) fn init(
     installed.map_err(|e| format!("the log: {e}"))?;
     Ok(guard)
 }
+
+/// Publishes each server's connection on `meter`, beside the library's breaker series
+/// (`tool_health.server.breaker.state`): `tool_health.server.connected` (1 or 0) and
+/// `tool_health.server.restarts` (how many times it was started again), attribute
+/// `mcp.server.name`. A server that never connected is a series too (0): it is not invisible.
+pub(crate) fn publish_servers(
+    meter: &opentelemetry::metrics::Meter,
+    servers: &[Arc<crate::upstream::Upstream>],
+) {
+    let weak: Vec<std::sync::Weak<crate::upstream::Upstream>> =
+        servers.iter().map(Arc::downgrade).collect();
+    let each = move |f: &mut dyn FnMut(&str, &crate::upstream::State)| {
+        for u in weak.iter().filter_map(std::sync::Weak::upgrade) {
+            f(&u.name, &u.state());
+        }
+    };
+    let each = Arc::new(each);
+    let connected = Arc::clone(&each);
+    meter
+        .i64_observable_gauge("tool_health.server.connected")
+        .with_unit("1")
+        .with_description("MCP server connected: 1 while connected, 0 otherwise")
+        .with_callback(move |obs| {
+            connected(&mut |name, state| {
+                let attrs = [opentelemetry::KeyValue::new(
+                    "mcp.server.name",
+                    name.to_owned(),
+                )];
+                obs.observe(i64::from(state.connected), &attrs);
+            });
+        })
+        .build();
+    meter
+        .u64_observable_counter("tool_health.server.restarts")
+        .with_unit("{restart}")
+        .with_description("Times the MCP server was started (or connected) again")
+        .with_callback(move |obs| {
+            each(&mut |name, state| {
+                let attrs = [opentelemetry::KeyValue::new(
+                    "mcp.server.name",
+                    name.to_owned(),
+                )];
+                obs.observe(state.starts.saturating_sub(1), &attrs);
+            });
+        })
+        .build();
+}

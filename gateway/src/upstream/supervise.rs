@@ -343,8 +343,10 @@ impl Upstream {
                     Launch::Stdio { .. } => Transport::stdio(),
                     Launch::Http { url, .. } => Transport::http(url),
                 };
+                let shown = Arc::clone(&self.name);
                 ToolHealthClient::new(peer, Arc::clone(&self.registry))
                     .server(&*self.name)
+                    .shown_names(move |tool| format!("{shown}{}{tool}", crate::names::SEPARATOR))
                     .timeout(s.timeout)
                     .ping_timeout(s.ping_timeout)
                     .schema_check(s.schema_check)

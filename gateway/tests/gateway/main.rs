@@ -14,11 +14,15 @@ mod api;
 mod bad_input;
 mod breakers;
 mod config;
+mod feeds;
 mod fleet;
 mod lifecycle;
 mod operators;
 mod receiver;
 mod supervise;
+mod model;
+mod progress;
+mod servers;
 
 use support::trial;
 
@@ -53,6 +57,12 @@ fn main() {
             trial("operators::check_finds_what_this_machine_lacks", operators::check_finds_what_this_machine_lacks),
             trial("operators::a_port_in_use_is_said_once", operators::a_port_in_use_is_said_once),
             trial("operators::an_empty_gateway_serves_and_delete_ends_a_session_with_200", operators::an_empty_gateway_serves_and_delete_ends_a_session_with_200),
+            trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
+            trial("servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown", servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown),
+            trial("progress::progress_reaches_the_host_that_made_the_call", progress::progress_reaches_the_host_that_made_the_call),
+            trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
+            trial("feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once", feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once),
+            trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),
         ]
     });
 }

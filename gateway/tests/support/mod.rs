@@ -306,6 +306,25 @@ pub async fn listening_port(log: &Log) -> u16 {
 // The gateway process
 // ---------------------------------------------------------------------------------------
 
+/// The control token of the tests that use one.
+pub const TOKEN: &str = "s3cret-token-0123456789abcdef";
+
+/// `--control-token-file FILE` with [`TOKEN`] in a scratch file.
+pub fn token_args() -> [String; 2] {
+    let file = scratch().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    [
+        "--control-token-file".to_owned(),
+        file.display().to_string(),
+    ]
+}
+
+/// An operator control (`POST path`) with [`TOKEN`]: the status and the answer.
+pub async fn control(port: u16, path: &str) -> (u16, Value) {
+    let auth = format!("Bearer {TOKEN}");
+    http(port, "POST", path, &[("authorization", auth.as_str())], "").await
+}
+
 /// Writes `config` to a scratch file and gives its path.
 pub fn write_config(config: &Value) -> PathBuf {
     let path = scratch().join("gateway.json");
@@ -327,11 +346,22 @@ impl Gateway {
     }
 
     pub async fn http_with_env(config: &Value, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::http_on(config, "127.0.0.1:0", extra, env).await
+    }
+
+    /// Starts the gateway listening on `listen` (an address chosen before it starts, for an
+    /// environment that points at it).
+    pub async fn http_on(
+        config: &Value,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let path = write_config(config);
         let mut child = tokio::process::Command::new(gateway_bin())
             .arg("--config")
             .arg(&path)
-            .args(["--no-stdio", "--listen", "127.0.0.1:0"])
+            .args(["--no-stdio", "--listen", listen])
             .args(extra)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

@@ -78,7 +78,7 @@ pub async fn a_refused_servers_tools_are_refused_on_the_page_and_servers_are_sho
     assert_eq!(rs["state"], "forced_open", "{rs}");
     assert_eq!(rs["connected"], true, "{rs}");
     assert_eq!(rs["restarts"], 0, "{rs}");
-    assert_eq!(rs["tools"], 8, "{rs}");
+    assert_eq!(rs["tools"], 9, "the fixture's nine tools: {rs}");
     let far = group("far");
     assert_eq!(far["connected"], false, "{far}");
     assert!(

@@ -2,8 +2,8 @@
 //! records — conventions, classification, late verdicts and nested calls exactly as the layer
 //! runs them. Every feed of such spans adapts its own span to `SpanView` and calls
 //! [`SpanCore::on_end`]: each SDK version's span processor (`crate::span_processor`), the OTLP
-//! receiver (`crate::receiver`) for other processes' spans. It lives below both, so each feed
-//! goes down only.
+//! receiver (`crate::receiver`) for other processes' spans, the span feed (`crate::span_feed`)
+//! for spans made outside the crate. It lives below all of them, so each feed goes down only.
 
 use std::fmt;
 use std::sync::Arc;
@@ -260,6 +260,19 @@ impl SpanCore {
             self.compiled.get(index)?,
             self.conventions[index].nests_in_tool_span(),
         ))
+    }
+
+    /// The tool a span (finished or not) is a call of by its name, scope and attributes, with
+    /// nothing counted or recorded (a feed asking whether the current span is a tool span).
+    pub(crate) fn tool_name_of(&self, span: &dyn SpanView) -> Option<String> {
+        let (c, _) = self.convention_of(span)?;
+        let mut fields = SpanFields::default();
+        let max = self.registry.max_name_len();
+        fields.read(c, semconv::OTEL_NAME, span.name(), max);
+        span.each(&mut |k, v| read(&mut fields, c, k, v, max));
+        let mut seen = Observed::new(c.completion_marker);
+        seen.apply(fields);
+        seen.tool_name().map(str::to_owned)
     }
 
     /// What a finished span shows, if it is a tool span.

@@ -1,0 +1,258 @@
+//! `SpanFeed` (feature `span-feed`): finished spans handed in from outside the crate, in the
+//! neutral shape, read as the span processor and the receiver read theirs — and the two ways
+//! a caller that recorded a call itself keeps it one record.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tool_health::span_feed::{AttributeValue, FinishedSpan, SpanEvent, SpanFeed, SpanStatus};
+use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
+
+fn registry(failure_threshold: u32) -> (ManualClock, Arc<ToolHealthRegistry>) {
+    let clock = ManualClock::new();
+    let registry = ToolHealthRegistry::builder()
+        .config(CircuitBreakerConfig {
+            failure_threshold,
+            recovery_duration: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(10),
+        })
+        .clock(clock.clone())
+        .build();
+    (clock, Arc::new(registry))
+}
+
+/// (successes, failures, ignored, refused).
+fn calls(registry: &ToolHealthRegistry, tool: &str) -> (u64, u64, u64, u64) {
+    registry.snapshot(tool).map_or((0, 0, 0, 0), |s| {
+        (
+            s.success_count,
+            s.failure_count,
+            s.ignored_count,
+            s.refused_count,
+        )
+    })
+}
+
+/// A GenAI execute-tool span of `tool` lasting `took`, with `attrs` more.
+fn execute_tool(tool: &str, took: Duration, attrs: &[(&str, &str)]) -> FinishedSpan<'static> {
+    let start = SystemTime::now();
+    let mut span = FinishedSpan::new(format!("execute_tool {tool}"), start, start + took);
+    span.scope = "my-agent".into();
+    span.span_id = 1;
+    span.attributes = vec![
+        ("gen_ai.operation.name".into(), "execute_tool".into()),
+        (
+            "gen_ai.tool.name".into(),
+            AttributeValue::from(tool.to_owned()),
+        ),
+    ];
+    for (k, v) in attrs {
+        span.attributes.push((
+            (*k).to_owned().into(),
+            AttributeValue::from((*v).to_owned()),
+        ));
+    }
+    span
+}
+
+#[test]
+fn finished_spans_feed_the_breakers_as_the_span_processor_reads_them() {
+    let (_clock, registry) = registry(3);
+    let feed = SpanFeed::new(registry.clone());
+    for _ in 0..3 {
+        let mut span = execute_tool(
+            "search",
+            Duration::from_millis(120),
+            &[("error.type", "timeout")],
+        );
+        span.status = SpanStatus::Error;
+        feed.on_end(&span);
+    }
+    feed.on_end(&execute_tool("calc", Duration::from_millis(40), &[]));
+    // An `exception` event fails a call, a caller error is ignored, a refusal is nothing.
+    let mut raised = execute_tool("fetch", Duration::ZERO, &[]);
+    raised.events.push(SpanEvent::new(
+        "exception",
+        vec![("exception.type".into(), "ConnectionError".into())],
+    ));
+    feed.on_end(&raised);
+    feed.on_end(&execute_tool(
+        "fetch",
+        Duration::ZERO,
+        &[("error.type", "invalid_arguments")],
+    ));
+    let mut refused = execute_tool(
+        "fetch",
+        Duration::ZERO,
+        &[("error.type", "circuit_breaker_open")],
+    );
+    refused.status = SpanStatus::Error;
+    feed.on_end(&refused);
+    // Not tool calls: another GenAI operation, a span with no tool name.
+    let now = SystemTime::now();
+    let mut chat = FinishedSpan::new("chat", now, now);
+    chat.attributes = vec![
+        ("gen_ai.operation.name".into(), "chat".into()),
+        ("gen_ai.tool.name".into(), "search".into()),
+    ];
+    feed.on_end(&chat);
+    feed.on_end(&FinishedSpan::new("plain", now, now));
+
+    assert_eq!(calls(&registry, "search"), (0, 3, 0, 0));
+    assert_eq!(registry.breaker_state("search"), BreakerState::Open);
+    let calc = registry.snapshot("calc").unwrap();
+    assert_eq!(
+        (calc.success_count, calc.avg_duration),
+        (1, Duration::from_millis(40))
+    );
+    assert_eq!(calls(&registry, "fetch"), (0, 1, 1, 0));
+    assert_eq!(registry.tracked_tools(), 3);
+}
+
+#[test]
+fn borrowed_strings_typed_values_and_openinference_tool_spans() {
+    // An OpenInference TOOL span (LangChain's bridge), its strings borrowed from the caller.
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::builder(registry.clone())
+        .caller_errors(["ValidationError"])
+        .build();
+    let kind = String::from("TOOL");
+    let name = String::from("weather");
+    let now = SystemTime::now();
+    let mut span = FinishedSpan::new(name.as_str(), now, now + Duration::from_millis(5));
+    span.scope = "openinference.instrumentation.langchain".into();
+    span.attributes = vec![
+        (
+            "openinference.span.kind".into(),
+            AttributeValue::from(kind.as_str()),
+        ),
+        ("tool.name".into(), AttributeValue::from(name.as_str())),
+        ("llm.token_count.total".into(), AttributeValue::I64(3)),
+        ("x.ratio".into(), AttributeValue::F64(0.5)),
+        ("x.flag".into(), AttributeValue::Bool(true)),
+        ("x.list".into(), AttributeValue::Other("('a', 'b')".into())),
+    ];
+    span.status = SpanStatus::Ok;
+    feed.on_end(&span);
+    span.status = SpanStatus::Error;
+    span.events = vec![SpanEvent::new(
+        "exception",
+        vec![("exception.type".into(), "ValidationError".into())],
+    )];
+    feed.on_end(&span);
+    assert_eq!(calls(&registry, "weather"), (1, 0, 1, 0));
+}
+
+#[test]
+fn a_span_marked_with_the_gate_decision_is_the_callers_record() {
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    let span = execute_tool(
+        "search",
+        Duration::ZERO,
+        &[("tool_health.gate.decision", "allowed")],
+    );
+    feed.on_end(&span);
+    assert_eq!(
+        registry.snapshot("search"),
+        None,
+        "skipped: nothing tracked"
+    );
+}
+
+#[test]
+fn a_call_recorded_on_this_thread_skips_its_span_once() {
+    let (clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    registry.record_success("search", Duration::from_millis(3));
+    feed.recorded_on_this_thread("search");
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[])); // the same call: skipped
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[])); // another: recorded
+    assert_eq!(calls(&registry, "search"), (2, 0, 0, 0));
+
+    // Another tool's span is not the marked call; a mark older than 50 ms is stale.
+    feed.recorded_on_this_thread("search");
+    feed.on_end(&execute_tool("calc", Duration::ZERO, &[]));
+    clock.advance(Duration::from_millis(51));
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    assert_eq!(calls(&registry, "search"), (3, 0, 0, 0));
+    assert_eq!(calls(&registry, "calc"), (1, 0, 0, 0));
+
+    // The mark is this thread's: a span ending on another thread is recorded.
+    feed.recorded_on_this_thread("search");
+    std::thread::scope(|s| {
+        s.spawn(|| feed.on_end(&execute_tool("search", Duration::ZERO, &[])));
+    });
+    assert_eq!(calls(&registry, "search"), (4, 0, 0, 0));
+}
+
+#[test]
+fn tool_name_reads_a_live_span_without_recording() {
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    let span = execute_tool("search", Duration::ZERO, &[]);
+    assert_eq!(feed.tool_name(&span).as_deref(), Some("search"));
+    let now = SystemTime::now();
+    assert_eq!(
+        feed.tool_name(&FinishedSpan::new("invoke_agent", now, now)),
+        None
+    );
+    // A name longer than the registry takes is no tool's.
+    let long = "x".repeat(300);
+    assert_eq!(
+        feed.tool_name(&execute_tool(&long, Duration::ZERO, &[])),
+        None
+    );
+    assert_eq!(registry.tracked_tools(), 0);
+}
+
+#[test]
+fn hostile_names_are_refused_and_counted_never_tracked() {
+    let (_clock, registry) = registry(1);
+    let feed = SpanFeed::new(registry.clone());
+    let long = "n".repeat(257);
+    let mut span = execute_tool(&long, Duration::ZERO, &[]);
+    span.status = SpanStatus::Error;
+    feed.on_end(&span);
+    assert_eq!(registry.tracked_tools(), 0);
+    assert_eq!(registry.overflow().rejected_names, 1);
+}
+
+#[test]
+fn an_mcp_client_span_inside_the_execute_tool_span_is_one_call() {
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    let now = SystemTime::now();
+    let mut mcp = FinishedSpan::new("tools/call search", now, now);
+    mcp.span_id = 2;
+    mcp.parent_id = 1;
+    mcp.attributes = vec![
+        ("mcp.method.name".into(), "tools/call".into()),
+        ("gen_ai.tool.name".into(), "search".into()),
+    ];
+    feed.on_end(&mcp);
+    assert_eq!(feed.waiting(), 1, "waits for its parent");
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    assert_eq!(feed.waiting(), 0);
+    assert_eq!(calls(&registry, "search"), (1, 0, 0, 0));
+}
+
+#[test]
+fn a_panicking_classifier_never_crosses_on_end() {
+    struct Panics;
+    impl tool_health::layer::OutcomeClassifier for Panics {
+        fn classify(
+            &self,
+            _: &tool_health::layer::SpanFacts<'_>,
+        ) -> Option<tool_health::CallOutcome> {
+            panic!("a classifier's bug")
+        }
+    }
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::builder(registry.clone())
+        .classifier(Panics)
+        .build();
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    // The core falls back to the default rules.
+    assert_eq!(calls(&registry, "search"), (1, 0, 0, 0));
+}

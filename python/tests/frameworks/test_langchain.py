@@ -258,13 +258,24 @@ def test_processor_alone_counts_bad_arguments_as_the_models(
     assert snap is None or (snap.failure_count == 0 and snap.breaker == "closed")
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2: spans ending inside the helper's call")
+@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2 (b): spans ending inside the helper's call")
 def test_middleware_and_processor_together_record_each_call_once(
-    registry: Registry, spans: InMemorySpanExporter
+    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
 ) -> None:
+    backend = Backend()
     model = ScriptedChat(responses=[])
-    agent = create_agent(model, tools=make_tools(Backend()), middleware=[ToolHealthMiddleware(registry)])
-    model.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], "ok")
-    asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
+    agent = create_agent(model, tools=make_tools(backend), middleware=[ToolHealthMiddleware(registry)])
+
+    def run(*steps: Step) -> None:
+        model.plan(*steps)
+        asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
+
+    run([("flaky", {"x": 1})], [("flaky", {"x": 2})], [("flaky", {"x": 3})], "gave up")
     snap = registry.snapshot("flaky")
-    assert snap is not None and snap.failure_count == 2
+    assert snap is not None and (snap.failure_count, snap.breaker) == (3, "open")
+    clock.advance(30.0)
+    backend.up = True
+    run([("flaky", {"x": 4}), ("flaky", {"x": 5})], "done")  # the probe, and a refusal
+    snap = registry.snapshot("flaky")
+    assert snap is not None
+    assert (snap.failure_count, snap.success_count, snap.breaker) == (3, 1, "closed")

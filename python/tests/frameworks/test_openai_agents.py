@@ -290,14 +290,21 @@ def test_processor_alone_cannot_tell_bad_arguments_from_a_failure(
     assert snap is not None and snap.failure_count == 1
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2: the processor skips the helper's current span")
+@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2 (a), (c): the helper marks its tool span")
 def test_gated_tools_and_processor_together_record_each_call_once(
-    registry: Registry, spans: InMemorySpanExporter
+    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
 ) -> None:
-    script = Script()
-    agent = Agent(name="a", model=script.model, tools=gate_tools(make_tools(Backend()), registry))
-    script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], "ok")
+    script, backend = Script(), Backend()
+    agent = Agent(name="a", model=script.model, tools=gate_tools(make_tools(backend), registry))
+    script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], [("flaky", {"x": 3})], "gave up")
     Runner.run_sync(agent, "go")
-    assert len(tool_spans(spans, "flaky")) == 2
+    assert len(tool_spans(spans, "flaky")) == 3
     snap = registry.snapshot("flaky")
-    assert snap is not None and snap.failure_count == 2
+    assert snap is not None and (snap.failure_count, snap.breaker) == (3, "open")
+    clock.advance(30.0)
+    backend.up = True
+    script.plan([("flaky", {"x": 4}), ("flaky", {"x": 5})], "done")  # the probe, and a refusal
+    Runner.run_sync(agent, "go")
+    snap = registry.snapshot("flaky")
+    assert snap is not None
+    assert (snap.failure_count, snap.success_count, snap.breaker) == (3, 1, "closed")

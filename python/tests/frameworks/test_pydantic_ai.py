@@ -267,12 +267,23 @@ def test_processor_alone_counts_model_retry_and_bad_arguments_as_the_models(regi
         assert snap.breaker == "closed"
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2: the processor skips the helper's current span")
-def test_capability_and_processor_together_record_each_call_once(registry: Registry) -> None:
+@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2 (a), (c): the helper marks its tool span")
+def test_capability_and_processor_together_record_each_call_once(
+    registry: Registry, clock: ManualClock
+) -> None:
     script, backend = Script(), Backend()
     agent = make_agent(script, backend, ToolHealth(registry))
     instrument(agent, registry)
-    script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], "ok")
+    script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], [("flaky", {"x": 3})], "gave up")
     agent.run_sync("go")
     snap = registry.snapshot("flaky")
-    assert snap is not None and snap.failure_count == 2
+    assert snap is not None and (snap.failure_count, snap.breaker) == (3, "open")
+    # The probe and a refused call in one step: the refused call's span (a success to Pydantic
+    # AI: the refusal is its result) must not count, nor close anything.
+    clock.advance(30.0)
+    backend.up = True
+    script.plan([("flaky", {"x": 4}), ("flaky", {"x": 5})], "done")
+    agent.run_sync("go")
+    snap = registry.snapshot("flaky")
+    assert snap is not None
+    assert (snap.failure_count, snap.success_count, snap.breaker) == (3, 1, "closed")

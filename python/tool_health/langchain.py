@@ -25,7 +25,7 @@ What counts against a tool, as LangChain reports it:
   middleware checks the call's arguments against ``tool.tool_call_schema`` (the schema the model
   was shown) to tell them from the tool's own errors; a call of an unknown tool (nothing to
   gate: ``ToolNode`` answers it);
-* nothing (the probe is given back): LangGraph's control flow (an ``interrupt()``, a ``Command``
+* nothing at all (the probe is given back): LangGraph's control flow (an ``interrupt()``, a ``Command``
   to a parent graph), a cancelled run.
 """
 
@@ -41,8 +41,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from pydantic import BaseModel, ValidationError
 
-from tool_health import Refused, Registry
-from tool_health._frameworks import Verdict, acall, call
+from tool_health import ErrorClass, Refused, Registry
+from tool_health._frameworks import INVALID_ARGUMENTS, TOOL_ERROR, acall, call
 
 __all__ = ["ToolHealthMiddleware"]
 
@@ -66,17 +66,17 @@ class _Call:
     def __init__(self, request: ToolCallRequest) -> None:
         self.request = request
 
-    def classify(self, exc: BaseException) -> Verdict:
+    def classify(self, exc: BaseException) -> ErrorClass:
         if isinstance(exc, GraphBubbleUp):
-            return "caller_error"
+            return ErrorClass.unrecorded("interrupted")
         if isinstance(exc, (ToolInvocationError, ValidationError)) and _bad_arguments(self.request):
-            return "caller_error"
-        return "failure"
+            return INVALID_ARGUMENTS
+        return ErrorClass.failure(type(exc).__name__)
 
-    def judge(self, result: Any) -> Verdict:
+    def judge(self, result: Any) -> ErrorClass | None:
         if isinstance(result, ToolMessage) and result.status == "error":
-            return "caller_error" if _bad_arguments(self.request) else "failure"
-        return "success"
+            return INVALID_ARGUMENTS if _bad_arguments(self.request) else TOOL_ERROR
+        return None
 
     def refused(self, exc: Refused) -> ToolMessage:
         return ToolMessage(

@@ -48,14 +48,16 @@ from mcp import Tool as MCPTool
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 
-from tool_health import Refused, Registry
-from tool_health._frameworks import Verdict, acall
+from tool_health import ErrorClass, Refused, Registry
+from tool_health._frameworks import INVALID_ARGUMENTS, TOOL_ERROR, acall
 
 __all__ = ["GatedMCPServer", "gate_tool", "gate_tools"]
 
 
-def _classify(exc: BaseException) -> Verdict:
-    return "caller_error" if isinstance(exc, ModelBehaviorError) else "failure"
+def _classify(exc: BaseException) -> ErrorClass:
+    if isinstance(exc, ModelBehaviorError):
+        return INVALID_ARGUMENTS
+    return ErrorClass.failure(type(exc).__name__)
 
 
 def gate_tool(tool: FunctionTool, registry: Registry, *, timeout: float | None = None) -> FunctionTool:
@@ -117,14 +119,16 @@ def _refusal(exc: Refused) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
 
-def _judge(result: CallToolResult) -> Verdict:
-    return "failure" if result.is_error else "success"
+def _judge(result: CallToolResult) -> ErrorClass | None:
+    return TOOL_ERROR if result.is_error else None
 
 
-def _classify_mcp(exc: BaseException) -> Verdict:
-    if isinstance(exc, MCPError) and exc.code == INVALID_PARAMS:
-        return "caller_error"
-    return "failure"
+def _classify_mcp(exc: BaseException) -> ErrorClass:
+    if isinstance(exc, MCPError):
+        if exc.code == INVALID_PARAMS:
+            return INVALID_ARGUMENTS
+        return ErrorClass.failure(str(exc.code))  # the JSON-RPC code, as the Rust MCP client
+    return ErrorClass.failure(type(exc).__name__)
 
 
 class GatedMCPServer(MCPServer):

@@ -20,7 +20,7 @@ What counts against a tool — the same rules as the span processor's Pydantic A
 * the model's mistake, never the tool's: ``ModelRetry`` (the tool asking the model to try again)
   and its retry budget running out; argument validation errors never reach the tool's execution
   and are not seen at all;
-* nothing (the probe is given back): a call deferred or skipped (``CallDeferred``,
+* nothing at all (the probe is given back): a call deferred or skipped (``CallDeferred``,
   ``ApprovalRequired``, ``SkipToolExecution``), a cancelled run.
 
 The capability sits inside Pydantic AI's ``Instrumentation`` (always outermost), so the
@@ -46,22 +46,24 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 
-from tool_health import Registry
-from tool_health._frameworks import Verdict, acall
+from tool_health import ErrorClass, Registry
+from tool_health._frameworks import acall
 
 __all__ = ["ToolHealth"]
 
-_NOT_THE_TOOLS = (ToolRetryError, ModelRetry, UnexpectedModelBehavior)
+_MODEL_RETRY = (ToolRetryError, ModelRetry, UnexpectedModelBehavior)
 """The model's mistakes: ``ModelRetry`` (wrapped as ``ToolRetryError`` by the tool manager) and
 the retry budget running out on it."""
 
 _DID_NOT_RUN = (CallDeferred, ApprovalRequired, SkipToolExecution)
 
 
-def _classify(exc: BaseException) -> Verdict:
-    if isinstance(exc, _NOT_THE_TOOLS) or isinstance(exc, _DID_NOT_RUN):
-        return "caller_error"
-    return "failure"
+def _classify(exc: BaseException) -> ErrorClass:
+    if isinstance(exc, _MODEL_RETRY):
+        return ErrorClass.caller_error("model_retry")
+    if isinstance(exc, _DID_NOT_RUN):
+        return ErrorClass.unrecorded("deferred")
+    return ErrorClass.failure(type(exc).__name__)
 
 
 @dataclass

@@ -1,0 +1,222 @@
+//! `SpanFeed`: an OpenTelemetry Python span (`ReadableSpan`, or a live `Span` when asking
+//! whether it is a tool span) read into the crate's neutral [`FinishedSpan`] and handed to
+//! [`tool_health::span_feed::SpanFeed`] — the same span core, conventions and classification as
+//! the Rust span processors and the OTLP receiver. Strings are borrowed from the Python objects
+//! for the time of the call (no copy); other values are read by type.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+use tool_health::span_feed::{AttributeValue, FinishedSpan, SpanEvent, SpanStatus};
+
+use crate::registry::Registry;
+
+/// Feeds a registry from finished OpenTelemetry Python spans (the span processor's core).
+#[pyclass(module = "tool_health", frozen)]
+#[derive(Debug)]
+pub(crate) struct SpanFeed {
+    feed: tool_health::span_feed::SpanFeed,
+}
+
+/// A span's parts, held (so their strings can be borrowed) while it is read.
+struct Raw<'py> {
+    name: Bound<'py, PyAny>,
+    scope: Option<Bound<'py, PyAny>>,
+    span_id: u64,
+    parent_id: u64,
+    start: SystemTime,
+    end: SystemTime,
+    status: SpanStatus,
+    attributes: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    events: Vec<(Bound<'py, PyAny>, Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>)>,
+}
+
+/// An attribute or getter that may be missing or `None`.
+fn opt<'py>(obj: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
+    obj.getattr(name).ok().filter(|v| !v.is_none())
+}
+
+/// A span context's id (`context.span_id`, `parent.span_id`).
+fn id_of(ctx: Option<Bound<'_, PyAny>>) -> u64 {
+    let py_id = |c: &Bound<'_, PyAny>| -> Option<u64> {
+        c.getattr(intern!(c.py(), "span_id")).ok()?.extract::<u64>().ok()
+    };
+    ctx.as_ref().and_then(py_id).unwrap_or(0)
+}
+
+/// Unix nanoseconds (or `None`: now).
+fn time_of(value: Option<Bound<'_, PyAny>>) -> SystemTime {
+    value
+        .and_then(|v| v.extract::<u64>().ok())
+        .map_or_else(SystemTime::now, |ns| {
+            SystemTime::UNIX_EPOCH + Duration::from_nanos(ns)
+        })
+}
+
+/// The pairs of an attribute mapping (a dict, a `MappingProxyType`, `BoundedAttributes`).
+fn pairs<'py>(
+    mapping: Option<Bound<'py, PyAny>>,
+    out: &mut Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+) -> PyResult<()> {
+    let Some(mapping) = mapping else {
+        return Ok(());
+    };
+    if let Ok(dict) = mapping.cast::<PyDict>() {
+        out.extend(dict.iter());
+        return Ok(());
+    }
+    let py = mapping.py();
+    for item in mapping.call_method0(intern!(py, "items"))?.try_iter()? {
+        let item = item?;
+        let pair = item.cast::<PyTuple>()?;
+        if pair.len() == 2 {
+            out.push((pair.get_item(0)?, pair.get_item(1)?));
+        }
+    }
+    Ok(())
+}
+
+fn read<'py>(span: &Bound<'py, PyAny>, with_events: bool) -> PyResult<Raw<'py>> {
+    let py = span.py();
+    let status = match opt(span, intern!(py, "status"))
+        .and_then(|s| opt(&s, intern!(py, "status_code")))
+        .and_then(|c| opt(&c, intern!(py, "value")))
+        .and_then(|v| v.extract::<i64>().ok())
+    {
+        Some(1) => SpanStatus::Ok,
+        Some(2) => SpanStatus::Error,
+        _ => SpanStatus::Unset,
+    };
+    let mut attributes = Vec::new();
+    pairs(opt(span, intern!(py, "attributes")), &mut attributes)?;
+    let mut events = Vec::new();
+    if with_events {
+        if let Some(list) = opt(span, intern!(py, "events")) {
+            for event in list.try_iter()? {
+                let event = event?;
+                let name = event.getattr(intern!(py, "name"))?;
+                let mut attrs = Vec::new();
+                pairs(opt(&event, intern!(py, "attributes")), &mut attrs)?;
+                events.push((name, attrs));
+            }
+        }
+    }
+    Ok(Raw {
+        name: span.getattr(intern!(py, "name"))?,
+        scope: opt(span, intern!(py, "instrumentation_scope"))
+            .and_then(|s| opt(&s, intern!(py, "name"))),
+        span_id: id_of(opt(span, intern!(py, "context"))),
+        parent_id: id_of(opt(span, intern!(py, "parent"))),
+        start: time_of(opt(span, intern!(py, "start_time"))),
+        end: time_of(opt(span, intern!(py, "end_time"))),
+        status,
+        attributes,
+        events,
+    })
+}
+
+/// A value's text: a `str` borrowed, anything else by `str()`.
+fn text<'a>(value: &'a Bound<'_, PyAny>) -> Cow<'a, str> {
+    if let Ok(s) = value.cast::<PyString>() {
+        if let Ok(s) = s.to_str() {
+            return Cow::Borrowed(s);
+        }
+    }
+    Cow::Owned(value.str().map(|s| s.to_string()).unwrap_or_default())
+}
+
+/// An attribute value by its Python type (bool before int: a bool is an int).
+fn value<'a>(value: &'a Bound<'_, PyAny>) -> AttributeValue<'a> {
+    if value.is_instance_of::<PyString>() {
+        return AttributeValue::Str(text(value));
+    }
+    if let Ok(b) = value.cast::<PyBool>() {
+        return AttributeValue::Bool(b.is_true());
+    }
+    if value.is_instance_of::<PyInt>() {
+        if let Ok(i) = value.extract::<i64>() {
+            return AttributeValue::I64(i);
+        }
+    } else if value.is_instance_of::<PyFloat>() {
+        if let Ok(x) = value.extract::<f64>() {
+            return AttributeValue::F64(x);
+        }
+    }
+    AttributeValue::Other(text(value))
+}
+
+fn attributes<'a>(
+    pairs: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
+) -> Vec<(Cow<'a, str>, AttributeValue<'a>)> {
+    pairs.iter().map(|(k, v)| (text(k), value(v))).collect()
+}
+
+fn finished<'a>(raw: &'a Raw<'_>) -> FinishedSpan<'a> {
+    let mut span = FinishedSpan::new(text(&raw.name), raw.start, raw.end);
+    if let Some(scope) = &raw.scope {
+        span.scope = text(scope);
+    }
+    span.span_id = raw.span_id;
+    span.parent_id = raw.parent_id;
+    span.status = raw.status;
+    span.attributes = attributes(&raw.attributes);
+    span.events = raw
+        .events
+        .iter()
+        .map(|(name, attrs)| SpanEvent::new(text(name), attributes(attrs)))
+        .collect();
+    span
+}
+
+#[pymethods]
+impl SpanFeed {
+    /// A feed into `registry` with the OTLP receiver's conventions. `strict`: a tool span
+    /// that marks no outcome reads as cancelled; `caller_errors`: the `error.type` values (and
+    /// exception types) that are the caller's fault, in place of the defaults.
+    #[new]
+    #[pyo3(signature = (registry, *, strict = false, caller_errors = None))]
+    fn new(registry: &Bound<'_, Registry>, strict: bool, caller_errors: Option<Vec<String>>) -> Self {
+        let mut builder =
+            tool_health::span_feed::SpanFeed::builder(registry.get().inner.clone()).strict(strict);
+        if let Some(errors) = caller_errors {
+            builder = builder.caller_errors(errors);
+        }
+        Self {
+            feed: builder.build(),
+        }
+    }
+
+    /// A span ended: read it, record its tool call if it is one. Never raises: a span that
+    /// cannot be read is dropped (the SDK calls this on every span's end).
+    fn on_end(&self, span: &Bound<'_, PyAny>) {
+        if let Ok(raw) = read(span, true) {
+            self.feed.on_end(&finished(&raw));
+        }
+    }
+
+    /// The tool a span (finished or live) is a call of by the conventions, or `None`.
+    fn tool_name(&self, span: &Bound<'_, PyAny>) -> Option<String> {
+        let raw = read(span, false).ok()?;
+        self.feed.tool_name(&finished(&raw))
+    }
+
+    /// The caller just recorded a call of `tool` on this thread: the next span of that tool
+    /// ending on this thread within 50 ms is that call, and is skipped.
+    fn recorded_on_this_thread(&self, tool: &str) {
+        self.feed.recorded_on_this_thread(tool)
+    }
+
+    /// Records the waiting calls whose time has come.
+    fn flush(&self) {
+        self.feed.flush()
+    }
+
+    /// How many calls wait for a late verdict or their parent span.
+    #[getter]
+    fn waiting(&self) -> usize {
+        self.feed.waiting()
+    }
+}

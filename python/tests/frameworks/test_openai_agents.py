@@ -262,9 +262,8 @@ def tool_spans(memory: InMemorySpanExporter, tool: str) -> list[Any]:
     return found
 
 
-def test_processor_alone_trips_and_recovers_from_the_bridges_spans(
-    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
-) -> None:
+def trip_through_spans(spans: InMemorySpanExporter) -> tuple[Script, Backend, Agent[Any]]:
+    """Three failing calls of `flaky`, seen only by the processor: the breaker opens."""
     script, backend = Script(), Backend()
     agent = Agent(name="a", model=script.model, tools=make_tools(backend))
     script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], [("flaky", {"x": 3})], "gave up")
@@ -272,10 +271,24 @@ def test_processor_alone_trips_and_recovers_from_the_bridges_spans(
     failed = tool_spans(spans, "flaky")
     assert len(failed) == 3 and all(s.status.status_code == StatusCode.ERROR for s in failed)
     assert all("Error running tool (non-fatal)" in (s.status.description or "") for s in failed)
+    return script, backend, agent
+
+
+def test_processor_alone_trips_from_the_bridges_spans(
+    registry: Registry, spans: InMemorySpanExporter
+) -> None:
+    trip_through_spans(spans)
     snap = registry.snapshot("flaky")
     assert snap is not None and (snap.failure_count, snap.breaker) == (3, "open")
+    assert not registry.is_available("flaky")
 
-    clock.advance(30.0)
+
+@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 4: in-process spans and the span-probe rule")
+def test_processor_alone_recovers_from_the_bridges_spans(
+    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
+) -> None:
+    script, backend, agent = trip_through_spans(spans)
+    clock.advance(31.0)  # a call a second after the cooldown: its span starts after it
     backend.up = True
     script.plan([("flaky", {"x": 4})], "done")
     Runner.run_sync(agent, "go")
@@ -301,10 +314,16 @@ def test_processor_alone_cannot_tell_bad_arguments_from_a_failure(
     assert snap is not None and snap.failure_count == 1
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2 (a), (c): the helper marks its tool span")
 def test_gated_tools_and_processor_together_record_each_call_once(
-    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
+    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter, request: pytest.FixtureRequest
 ) -> None:
+    if request.node.callspec.params["spans"] == "openinference":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="python/NEEDS.md item 2 (a): OpenInference names its live TOOL span, tool.name comes at its end",
+            )
+        )
     script, backend = Script(), Backend()
     agent = Agent(name="a", model=script.model, tools=gate_tools(make_tools(backend), registry))
     script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], [("flaky", {"x": 3})], "gave up")

@@ -87,7 +87,7 @@ class _Call:
         )
 
 
-class ToolHealthMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ToolHealthMiddleware(AgentMiddleware):
     """Gates, records and hides the agent's tools by their health in ``registry``.
 
     ``timeout`` (seconds) cuts a call off as a failure. ``tools`` limits the middleware to these

@@ -52,8 +52,10 @@ cd "$root/python/tests"
 # shellcheck disable=SC2086
 "$py" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} .
 cd "$root/python"
-echo "python: mypy --strict (the package, examples, tests)"
+echo "python: mypy --strict (the core package, its stub, examples and tests)"
 "$py" -m mypy --strict --no-incremental --python-version 3.10 \
-  tool_health examples tests
+  tool_health/__init__.py tool_health/_call.py tool_health/_otel.py tool_health/_types.py \
+  tool_health/_core.pyi examples tests/*.py
+# From outside the source tree: the installed module against the stub the wheel ships.
 echo "python: stubtest (tool_health._core against its .pyi)"
-"$py" -m mypy.stubtest --concise tool_health._core
+cd "$dir" && "$py" -m mypy.stubtest --concise tool_health._core

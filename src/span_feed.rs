@@ -34,16 +34,17 @@
 //!
 //! # One call, one record
 //!
-//! A call the application gated itself (its own call helper) and that also ends as a tool span
-//! would be counted twice. Two ways to say it was recorded already, as the `tracing` layer
-//! does for the SDK span processor:
+//! A call the application gated and records itself (its own call helper) may also end as a
+//! tool span, and would be counted twice. The caller says which spans are its calls:
 //!
-//! * a span carrying `tool_health.gate.decision` is skipped (set it on the tool span when
-//!   gating inside it; [`SpanFeed::tool_name`] says whether a live span is a tool span, and
-//!   of which tool);
-//! * [`SpanFeed::recorded_on_this_thread`] marks a call just recorded on this thread: the next
-//!   span of that tool ending on this thread within 50 ms (on the registry's clock) is that
-//!   call, and is skipped.
+//! * [`SpanFeed::claim`]: the span that was current when it gated (by id) — when that span
+//!   ends as a tool span of the same tool, it is the caller's call;
+//! * [`SpanFeed::on_end_within`]: the tools whose calls are open where a span ends (the
+//!   caller's context) — a tool span of one of them ending inside the call is part of it.
+//!
+//! Either way the span is skipped as the `tracing` layer's own calls are (a span carrying
+//! `tool_health.gate.decision` is skipped too), after it has taken in its nested spans (an MCP
+//! client span inside it), so they are skipped with it.
 //!
 //! # Time
 //!
@@ -52,11 +53,12 @@
 //! late verdict are recorded by a later span or by [`SpanFeed::flush`].
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use crate::hook;
 use crate::infer::classify::OutcomeClassifier;
 use crate::infer::conventions::Convention;
 use crate::infer::feed_options::FeedOptions;
@@ -301,6 +303,7 @@ impl SpanView for FinishedSpan<'_> {
 #[derive(Clone)]
 pub struct SpanFeed {
     core: Arc<SpanCore>,
+    claims: Arc<Claims>,
 }
 
 impl fmt::Debug for SpanFeed {
@@ -335,8 +338,7 @@ impl SpanFeed {
     /// for a late verdict, or for its parent when it may be nested in a tool span of the same
     /// tool). Never panics: a panic inside (a classifier's) is caught and the span dropped.
     pub fn on_end(&self, span: &FinishedSpan<'_>) {
-        let core = &self.core;
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.on_end(span, None)));
+        self.on_end_within(span, &[])
     }
 
     /// Records the waiting calls whose time has come (late verdicts that never came). Every
@@ -355,7 +357,7 @@ impl SpanFeed {
     /// The tool `span` is a call of, by the conventions — its name, scope and attributes so
     /// far; events and status are not read — or `None` for a span that is no tool call's.
     /// Nothing is recorded or counted. For a call helper asking whether the span it gates in is
-    /// the call's own (then it may mark it with `tool_health.gate.decision`).
+    /// the call's own (to annotate it with `tool_health.gate.decision`, as the layer does).
     pub fn tool_name(&self, span: &FinishedSpan<'_>) -> Option<String> {
         let core = &self.core;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.tool_name_of(span)))
@@ -363,13 +365,62 @@ impl SpanFeed {
             .flatten()
     }
 
-    /// The caller just recorded a call of `tool` itself, on this thread: the next span of
-    /// `tool` this feed sees end on this thread within 50 ms (on the registry's clock) is taken
-    /// for that call and skipped (one call, one record). One mark per thread: a newer one
-    /// replaces it.
-    pub fn recorded_on_this_thread(&self, tool: &str) {
-        let registry = self.core.registry();
-        hook::mark_layer_recorded(registry.address(), tool, registry.now());
+    /// The caller gated a call of `tool` inside the span `span_id` (the current span when it
+    /// gated) and records the call itself: when that span ends and is a tool span of `tool`
+    /// (by the conventions, read at its end), it is that call, and is skipped. A claim lasts
+    /// until its span ends; at most [`MAX_CLAIMS`] are kept (the oldest goes first).
+    pub fn claim(&self, span_id: u64, tool: &str) {
+        if span_id != 0 {
+            self.claims.add(span_id, tool);
+        }
+    }
+
+    /// [`on_end`](Self::on_end) for a span ending while the caller has calls of the `open`
+    /// tools in flight where it ends (its context): a tool span of one of them is part of that
+    /// call, and is skipped.
+    pub fn on_end_within(&self, span: &FinishedSpan<'_>, open: &[&str]) {
+        let claimed = self.claims.take(span.span_id);
+        let recorded = |tool: &str| claimed.as_deref() == Some(tool) || open.contains(&tool);
+        let core = &self.core;
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core.on_end_skipping(span, None, &recorded)
+        }));
+    }
+}
+
+/// How many [`SpanFeed::claim`]s a feed keeps at most.
+pub const MAX_CLAIMS: usize = 1024;
+
+/// The claims: (span id, tool), oldest first. One relaxed load while there are none.
+#[derive(Debug, Default)]
+struct Claims {
+    any: AtomicBool,
+    list: Mutex<VecDeque<(u64, Box<str>)>>,
+}
+
+impl Claims {
+    fn add(&self, span_id: u64, tool: &str) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.len() >= MAX_CLAIMS {
+            list.pop_front();
+        }
+        list.push_back((span_id, tool.into()));
+        // Relaxed: a span ends after the claim made inside it, on the same thread or through
+        // the SDK's own synchronisation, which orders this store before the load.
+        self.any.store(true, Ordering::Relaxed);
+    }
+
+    fn take(&self, span_id: u64) -> Option<Box<str>> {
+        if span_id == 0 || !self.any.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = list.iter().position(|(id, _)| *id == span_id)?;
+        let (_, tool) = list.remove(i)?;
+        if list.is_empty() {
+            self.any.store(false, Ordering::Relaxed);
+        }
+        Some(tool)
     }
 }
 
@@ -414,6 +465,7 @@ impl SpanFeedBuilder {
     pub fn build(self) -> SpanFeed {
         SpanFeed {
             core: self.0.build(),
+            claims: Arc::default(),
         }
     }
 }

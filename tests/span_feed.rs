@@ -1,6 +1,6 @@
 //! `SpanFeed` (feature `span-feed`): finished spans handed in from outside the crate, in the
 //! neutral shape, read as the span processor and the receiver read theirs — and the two ways
-//! a caller that recorded a call itself keeps it one record.
+//! a caller that records a call itself keeps it one record (claims, open calls).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -161,29 +161,131 @@ fn a_span_marked_with_the_gate_decision_is_the_callers_record() {
 }
 
 #[test]
-fn a_call_recorded_on_this_thread_skips_its_span_once() {
-    let (clock, registry) = registry(0);
+fn a_claimed_span_is_skipped_when_it_ends_as_a_tool_span_of_the_claimed_tool() {
+    let (_clock, registry) = registry(0);
     let feed = SpanFeed::new(registry.clone());
+    // The caller gated `search` inside span 1 and records it itself.
+    feed.claim(1, "search");
     registry.record_success("search", Duration::from_millis(3));
-    feed.recorded_on_this_thread("search");
-    feed.on_end(&execute_tool("search", Duration::ZERO, &[])); // the same call: skipped
-    feed.on_end(&execute_tool("search", Duration::ZERO, &[])); // another: recorded
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    assert_eq!(
+        calls(&registry, "search"),
+        (1, 0, 0, 0),
+        "one call, one record"
+    );
+    // The claim ended with its span: the next span with that id is recorded.
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
     assert_eq!(calls(&registry, "search"), (2, 0, 0, 0));
-
-    // Another tool's span is not the marked call; a mark older than 50 ms is stale.
-    feed.recorded_on_this_thread("search");
+    // A claim for another tool (the span is `calc`'s: a tool calling another through the
+    // helper) never skips the span's own record.
+    feed.claim(1, "search");
     feed.on_end(&execute_tool("calc", Duration::ZERO, &[]));
-    clock.advance(Duration::from_millis(51));
+    assert_eq!(calls(&registry, "calc"), (1, 0, 0, 0));
+    // A claim on a span that is no tool call skips nothing, and ends with it.
+    let now = SystemTime::now();
+    let mut agent = FinishedSpan::new("invoke_agent", now, now);
+    agent.span_id = 9;
+    feed.claim(9, "search");
+    feed.on_end(&agent);
     feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
     assert_eq!(calls(&registry, "search"), (3, 0, 0, 0));
-    assert_eq!(calls(&registry, "calc"), (1, 0, 0, 0));
+}
 
-    // The mark is this thread's: a span ending on another thread is recorded.
-    feed.recorded_on_this_thread("search");
-    std::thread::scope(|s| {
-        s.spawn(|| feed.on_end(&execute_tool("search", Duration::ZERO, &[])));
-    });
-    assert_eq!(calls(&registry, "search"), (4, 0, 0, 0));
+#[test]
+fn a_tool_name_known_only_at_the_end_is_matched_at_the_end() {
+    // The OpenAI Agents SDK through OpenInference: `tool.name` is set when the span ends, so
+    // the caller claims the span by id, and the tool is read then.
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    let now = SystemTime::now();
+    let mut span = FinishedSpan::new("weather", now, now);
+    span.span_id = 5;
+    assert_eq!(feed.tool_name(&span), None, "not yet a tool span at entry");
+    feed.claim(5, "weather");
+    span.attributes = vec![
+        ("openinference.span.kind".into(), "TOOL".into()),
+        ("tool.name".into(), "weather".into()),
+    ];
+    span.status = SpanStatus::Error;
+    feed.on_end(&span);
+    assert_eq!(
+        registry.snapshot("weather"),
+        None,
+        "skipped: the caller's record"
+    );
+}
+
+#[test]
+fn a_tool_span_ending_inside_an_open_call_of_its_tool_is_part_of_it() {
+    // LangChain through OpenInference: the tool's span starts and ends inside the caller's
+    // call, never current when it gated.
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    let mut failed = execute_tool("search", Duration::ZERO, &[]);
+    failed.status = SpanStatus::Error;
+    feed.on_end_within(&failed, &["search"]);
+    assert_eq!(registry.snapshot("search"), None);
+    // Another tool's span inside the call is its own call.
+    feed.on_end_within(&execute_tool("calc", Duration::ZERO, &[]), &["search"]);
+    assert_eq!(calls(&registry, "calc"), (1, 0, 0, 0));
+}
+
+#[test]
+fn an_mcp_span_nested_in_a_claimed_span_is_skipped_with_it() {
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    feed.claim(1, "search");
+    let now = SystemTime::now();
+    let mut mcp = FinishedSpan::new("tools/call search", now, now);
+    mcp.span_id = 2;
+    mcp.parent_id = 1;
+    mcp.attributes = vec![
+        ("mcp.method.name".into(), "tools/call".into()),
+        ("gen_ai.tool.name".into(), "search".into()),
+    ];
+    mcp.status = SpanStatus::Error;
+    feed.on_end(&mcp);
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    feed.flush();
+    assert_eq!(feed.waiting(), 0);
+    assert_eq!(registry.snapshot("search"), None);
+}
+
+#[test]
+fn claims_are_bounded() {
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    for id in 1..=(tool_health::span_feed::MAX_CLAIMS as u64 + 1) {
+        feed.claim(id, "search");
+    }
+    // The oldest claim (span 1) went first; the newest is kept.
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    let mut last = execute_tool("search", Duration::ZERO, &[]);
+    last.span_id = tool_health::span_feed::MAX_CLAIMS as u64 + 1;
+    feed.on_end(&last);
+    assert_eq!(calls(&registry, "search"), (1, 0, 0, 0));
+}
+
+#[test]
+fn a_refusal_raised_as_an_exception_is_no_failure() {
+    // The Python helper's `Refused`, recorded by the SDK's `record_exception`.
+    let (_clock, registry) = registry(0);
+    let feed = SpanFeed::new(registry.clone());
+    let mut span = execute_tool("search", Duration::ZERO, &[]);
+    span.status = SpanStatus::Error;
+    let message = format!(
+        "{} (tool `search`, retry in 30.0 s)",
+        tool_health::REFUSAL_MESSAGE
+    );
+    span.events.push(SpanEvent::new(
+        "exception",
+        vec![
+            ("exception.type".into(), "Refused".into()),
+            ("exception.message".into(), AttributeValue::from(message)),
+        ],
+    ));
+    feed.on_end(&span);
+    assert_eq!(registry.snapshot("search"), None);
 }
 
 #[test]

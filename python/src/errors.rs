@@ -37,7 +37,11 @@ pub(crate) fn setting(field: &str, found: impl std::fmt::Display, allowed: &str)
     let message = format!("invalid setting `{field}`: {found}; allowed: {allowed}");
     with_attrs::<SettingError>(
         message,
-        &[("field", field), ("found", &found.to_string()), ("allowed", allowed)],
+        &[
+            ("field", field),
+            ("found", &found.to_string()),
+            ("allowed", allowed),
+        ],
     )
 }
 
@@ -45,7 +49,11 @@ pub(crate) fn setting(field: &str, found: impl std::fmt::Display, allowed: &str)
 pub(crate) fn from_setting(e: &tool_health::SettingError) -> PyErr {
     with_attrs::<SettingError>(
         e.to_string(),
-        &[("field", e.field()), ("found", e.found()), ("allowed", e.allowed())],
+        &[
+            ("field", e.field()),
+            ("found", e.found()),
+            ("allowed", e.allowed()),
+        ],
     )
 }
 

@@ -19,6 +19,9 @@ use crate::registry::Registry;
 #[derive(Debug)]
 pub(crate) struct SpanFeed {
     feed: tool_health::span_feed::SpanFeed,
+    /// A `contextvars.ContextVar` holding the tools whose helper calls are open in the current
+    /// context (a tuple of str), set by the call helper.
+    open_calls: Option<Py<PyAny>>,
 }
 
 /// A span's parts, held (so their strings can be borrowed) while it is read.
@@ -31,7 +34,10 @@ struct Raw<'py> {
     end: SystemTime,
     status: SpanStatus,
     attributes: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
-    events: Vec<(Bound<'py, PyAny>, Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>)>,
+    events: Vec<(
+        Bound<'py, PyAny>,
+        Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    )>,
 }
 
 /// An attribute or getter that may be missing or `None`.
@@ -42,7 +48,10 @@ fn opt<'py>(obj: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> Option<Boun
 /// A span context's id (`context.span_id`, `parent.span_id`).
 fn id_of(ctx: Option<Bound<'_, PyAny>>) -> u64 {
     let py_id = |c: &Bound<'_, PyAny>| -> Option<u64> {
-        c.getattr(intern!(c.py(), "span_id")).ok()?.extract::<u64>().ok()
+        c.getattr(intern!(c.py(), "span_id"))
+            .ok()?
+            .extract::<u64>()
+            .ok()
     };
     ctx.as_ref().and_then(py_id).unwrap_or(0)
 }
@@ -175,10 +184,16 @@ fn finished<'a>(raw: &'a Raw<'_>) -> FinishedSpan<'a> {
 impl SpanFeed {
     /// A feed into `registry` with the OTLP receiver's conventions. `strict`: a tool span
     /// that marks no outcome reads as cancelled; `caller_errors`: the `error.type` values (and
-    /// exception types) that are the caller's fault, in place of the defaults.
+    /// exception types) that are the caller's fault, in place of the defaults; `open_calls`: a
+    /// `ContextVar` of the tools whose calls the caller has open (and records) in a context.
     #[new]
-    #[pyo3(signature = (registry, *, strict = false, caller_errors = None))]
-    fn new(registry: &Bound<'_, Registry>, strict: bool, caller_errors: Option<Vec<String>>) -> Self {
+    #[pyo3(signature = (registry, *, strict = false, caller_errors = None, open_calls = None))]
+    fn new(
+        registry: &Bound<'_, Registry>,
+        strict: bool,
+        caller_errors: Option<Vec<String>>,
+        open_calls: Option<Py<PyAny>>,
+    ) -> Self {
         let mut builder =
             tool_health::span_feed::SpanFeed::builder(registry.get().inner.clone()).strict(strict);
         if let Some(errors) = caller_errors {
@@ -186,15 +201,31 @@ impl SpanFeed {
         }
         Self {
             feed: builder.build(),
+            open_calls,
         }
     }
 
-    /// A span ended: read it, record its tool call if it is one. Never raises: a span that
-    /// cannot be read is dropped (the SDK calls this on every span's end).
+    /// A span ended: read it, record its tool call if it is one — unless the call helper
+    /// records it (a span it claimed, or one ending inside its open call of the same tool).
+    /// Never raises: a span that cannot be read is dropped (the SDK calls this on every
+    /// span's end).
     fn on_end(&self, span: &Bound<'_, PyAny>) {
-        if let Ok(raw) = read(span, true) {
-            self.feed.on_end(&finished(&raw));
-        }
+        let py = span.py();
+        let Ok(raw) = read(span, true) else {
+            return;
+        };
+        let open = self
+            .open_calls
+            .as_ref()
+            .and_then(|var| var.bind(py).call_method1(intern!(py, "get"), ((),)).ok())
+            .and_then(|v| v.cast_into::<PyTuple>().ok());
+        let held: Vec<Bound<'_, PyString>> = open
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter_map(|t| t.cast_into::<PyString>().ok())
+            .collect();
+        let tools: Vec<&str> = held.iter().filter_map(|s| s.to_str().ok()).collect();
+        self.feed.on_end_within(&finished(&raw), &tools);
     }
 
     /// The tool a span (finished or live) is a call of by the conventions, or `None`.
@@ -203,10 +234,10 @@ impl SpanFeed {
         self.feed.tool_name(&finished(&raw))
     }
 
-    /// The caller just recorded a call of `tool` on this thread: the next span of that tool
-    /// ending on this thread within 50 ms is that call, and is skipped.
-    fn recorded_on_this_thread(&self, tool: &str) {
-        self.feed.recorded_on_this_thread(tool)
+    /// The caller gated a call of `tool` inside the span `span_id` and records it itself: when
+    /// that span ends as a tool span of `tool`, it is skipped.
+    fn claim(&self, span_id: u64, tool: &str) {
+        self.feed.claim(span_id, tool)
     }
 
     /// Records the waiting calls whose time has come.

@@ -30,7 +30,10 @@ mod snapshot;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("REFUSAL_MESSAGE", tool_health::REFUSAL_MESSAGE)?;
-    m.add("DEFAULT_MAX_TOOLS", tool_health::RegistryBuilder::DEFAULT_MAX_TOOLS)?;
+    m.add(
+        "DEFAULT_MAX_TOOLS",
+        tool_health::RegistryBuilder::DEFAULT_MAX_TOOLS,
+    )?;
     m.add(
         "DEFAULT_MAX_NAME_LEN",
         tool_health::RegistryBuilder::DEFAULT_MAX_NAME_LEN,

@@ -72,11 +72,12 @@ fn observe<T: Into<Num> + Send + 'static>(callbacks: Vec<Callback<T>>) -> Observ
         let collector = Collector(Mutex::new(Vec::new()));
         for callback in &callbacks {
             // A panic in a callback would be the crate's bug: observe nothing from it.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                callback(&collector)
-            }));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| callback(&collector)));
         }
-        let observed = collector.0.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let observed = collector
+            .0
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         out.extend(observed.into_iter().map(|(v, a)| (v.into(), a)));
     })
 }
@@ -222,7 +223,13 @@ impl InstrumentProvider for Bridge {
         &self,
         b: AsyncInstrumentBuilder<'_, ObservableGauge<f64>, f64>,
     ) -> ObservableGauge<f64> {
-        self.push(MetricSource::observable("gauge", b.name, b.unit, b.description, b.callbacks));
+        self.push(MetricSource::observable(
+            "gauge",
+            b.name,
+            b.unit,
+            b.description,
+            b.callbacks,
+        ));
         ObservableGauge::new()
     }
 
@@ -230,7 +237,13 @@ impl InstrumentProvider for Bridge {
         &self,
         b: AsyncInstrumentBuilder<'_, ObservableGauge<i64>, i64>,
     ) -> ObservableGauge<i64> {
-        self.push(MetricSource::observable("gauge", b.name, b.unit, b.description, b.callbacks));
+        self.push(MetricSource::observable(
+            "gauge",
+            b.name,
+            b.unit,
+            b.description,
+            b.callbacks,
+        ));
         ObservableGauge::new()
     }
 
@@ -238,7 +251,13 @@ impl InstrumentProvider for Bridge {
         &self,
         b: AsyncInstrumentBuilder<'_, ObservableGauge<u64>, u64>,
     ) -> ObservableGauge<u64> {
-        self.push(MetricSource::observable("gauge", b.name, b.unit, b.description, b.callbacks));
+        self.push(MetricSource::observable(
+            "gauge",
+            b.name,
+            b.unit,
+            b.description,
+            b.callbacks,
+        ));
         ObservableGauge::new()
     }
 
@@ -246,7 +265,13 @@ impl InstrumentProvider for Bridge {
         &self,
         b: AsyncInstrumentBuilder<'_, ObservableCounter<u64>, u64>,
     ) -> ObservableCounter<u64> {
-        self.push(MetricSource::observable("counter", b.name, b.unit, b.description, b.callbacks));
+        self.push(MetricSource::observable(
+            "counter",
+            b.name,
+            b.unit,
+            b.description,
+            b.callbacks,
+        ));
         ObservableCounter::new()
     }
 
@@ -254,7 +279,13 @@ impl InstrumentProvider for Bridge {
         &self,
         b: AsyncInstrumentBuilder<'_, ObservableCounter<f64>, f64>,
     ) -> ObservableCounter<f64> {
-        self.push(MetricSource::observable("counter", b.name, b.unit, b.description, b.callbacks));
+        self.push(MetricSource::observable(
+            "counter",
+            b.name,
+            b.unit,
+            b.description,
+            b.callbacks,
+        ));
         ObservableCounter::new()
     }
 
@@ -282,6 +313,11 @@ pub(crate) fn metric_sources(registry: &Bound<'_, Registry>) -> Vec<MetricSource
     // SDK calls; hidden from the API's docs, public for SDKs): this bridge is one.
     let meter = Meter::new(bridge.clone());
     tool_health::publish_metrics(&registry.get().inner, &meter);
-    let sources = std::mem::take(&mut *bridge.sources.lock().unwrap_or_else(PoisonError::into_inner));
+    let sources = std::mem::take(
+        &mut *bridge
+            .sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
     sources
 }

@@ -12,7 +12,9 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use tool_health::{CallOutcome, CallReport, CircuitBreakerConfig, GateDecision, ToolHealthRegistry};
+use tool_health::{
+    CallOutcome, CallReport, CircuitBreakerConfig, GateDecision, ToolHealthRegistry,
+};
 
 use crate::errors;
 use crate::settings;
@@ -57,8 +59,8 @@ impl ManualClock {
     }
 
     /// Moves the time forward by `seconds` (0 or more).
-    fn advance(&self, seconds: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.inner.advance(settings::seconds(seconds, "seconds")?);
+    fn advance(&self, seconds: f64) -> PyResult<()> {
+        self.inner.advance(settings::seconds_f64(seconds, "seconds")?);
         Ok(())
     }
 
@@ -90,7 +92,11 @@ impl Permit {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "Permit(tool={}, is_probe={})",
-            self.tool.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
+            self.tool
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
             self.permit.is_probe()
         )
     }
@@ -103,11 +109,9 @@ fn outcome(name: &str) -> PyResult<CallOutcome> {
         "failure" => CallOutcome::Failure,
         "ignored" | "caller_error" => CallOutcome::Ignored,
         "cancelled" => CallOutcome::Cancelled,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "outcome must be \"success\", \"failure\", \"ignored\" or \"cancelled\", not {other:?}"
-            )))
-        }
+        other => return Err(PyValueError::new_err(format!(
+            "outcome must be \"success\", \"failure\", \"ignored\" or \"cancelled\", not {other:?}"
+        ))),
     })
 }
 
@@ -135,7 +139,14 @@ impl Registry {
         Ok(permit)
     }
 
-    fn report(&self, tool: &str, permit: &Permit, outcome: CallOutcome, duration: Duration, error_type: Option<&str>) {
+    fn report(
+        &self,
+        tool: &str,
+        permit: &Permit,
+        outcome: CallOutcome,
+        duration: Duration,
+        error_type: Option<&str>,
+    ) {
         let mut report = CallReport::new(outcome, duration).permit(permit.permit);
         if let Some(e) = error_type {
             report = report.error_type(e);
@@ -154,7 +165,10 @@ impl Registry {
     /// refused. `clock`: a `ManualClock` for tests. Every setting is checked: a `SettingError`
     /// names the first one outside its range.
     #[new]
-    #[pyo3(signature = (failure_threshold = None, recovery = None, probe_timeout = None, tools = None, max_tools = None, *, max_name_len = None, clock = None, log_transitions = false))]
+    #[pyo3(
+        signature = (failure_threshold = None, recovery = None, probe_timeout = None, tools = None, max_tools = None, *, max_name_len = None, clock = None, log_transitions = false),
+        text_signature = "(failure_threshold=3, recovery=30.0, probe_timeout=30.0, tools=None, max_tools=10000, *, max_name_len=256, clock=None, log_transitions=False)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         failure_threshold: Option<&Bound<'_, PyAny>>,
@@ -169,7 +183,9 @@ impl Registry {
         let defaults = CircuitBreakerConfig::default();
         let config = CircuitBreakerConfig {
             failure_threshold: match failure_threshold {
-                Some(v) => settings::integer(v, "failure_threshold", 0, u64::from(u32::MAX))? as u32,
+                Some(v) => {
+                    settings::integer(v, "failure_threshold", 0, u64::from(u32::MAX))? as u32
+                }
                 None => defaults.failure_threshold,
             },
             recovery_duration: match recovery {
@@ -185,10 +201,12 @@ impl Registry {
             .config(config)
             .log_transitions(log_transitions);
         if let Some(v) = max_tools {
-            builder = builder.max_tools(settings::integer(v, "max_tools", 1, usize::MAX as u64)? as usize);
+            builder = builder
+                .max_tools(settings::integer(v, "max_tools", 1, usize::MAX as u64)? as usize);
         }
         if let Some(v) = max_name_len {
-            builder = builder.max_name_len(settings::integer(v, "max_name_len", 1, 65_536)? as usize);
+            builder =
+                builder.max_name_len(settings::integer(v, "max_name_len", 1, 65_536)? as usize);
         }
         if let Some(v) = tools {
             let names = tool_names(v)?;
@@ -196,7 +214,11 @@ impl Registry {
         }
         if let Some(c) = clock {
             let c = c.cast::<ManualClock>().map_err(|_| {
-                errors::setting("clock", "not a ManualClock", "None (the system clock) or a tool_health.ManualClock")
+                errors::setting(
+                    "clock",
+                    "not a ManualClock",
+                    "None (the system clock) or a tool_health.ManualClock",
+                )
             })?;
             builder = builder.clock(c.get().inner.clone());
         }
@@ -217,7 +239,11 @@ impl Registry {
     /// `record(tool, permit, outcome, seconds)`.
     fn check(&self, tool: &Bound<'_, PyString>) -> PyResult<Option<Permit>> {
         let name = tool.to_str()?;
-        Ok(self.inner.check(name).permit().map(|p| self.permit(tool, p)))
+        Ok(self
+            .inner
+            .check(name)
+            .permit()
+            .map(|p| self.permit(tool, p)))
     }
 
     /// The pure oracle: what `allow` would answer now, consuming nothing, creating nothing.
@@ -226,26 +252,26 @@ impl Registry {
     }
 
     /// Records a successful call that took `seconds`.
-    #[pyo3(signature = (tool, seconds = None))]
-    fn record_success(&self, tool: &str, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let d = duration(seconds)?;
+    #[pyo3(signature = (tool, seconds = 0.0))]
+    fn record_success(&self, tool: &str, seconds: f64) -> PyResult<()> {
+        let d = settings::seconds_f64(seconds, "seconds")?;
         let _ = self.inner.record_success(tool, d);
         Ok(())
     }
 
     /// Records a failed call that took `seconds`.
-    #[pyo3(signature = (tool, seconds = None))]
-    fn record_failure(&self, tool: &str, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let d = duration(seconds)?;
+    #[pyo3(signature = (tool, seconds = 0.0))]
+    fn record_failure(&self, tool: &str, seconds: f64) -> PyResult<()> {
+        let d = settings::seconds_f64(seconds, "seconds")?;
         let _ = self.inner.record_failure(tool, d);
         Ok(())
     }
 
     /// Records a call that failed through the caller's fault (bad arguments from the model):
     /// counted apart, never against the tool.
-    #[pyo3(signature = (tool, seconds = None))]
-    fn record_ignored(&self, tool: &str, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let d = duration(seconds)?;
+    #[pyo3(signature = (tool, seconds = 0.0))]
+    fn record_ignored(&self, tool: &str, seconds: f64) -> PyResult<()> {
+        let d = settings::seconds_f64(seconds, "seconds")?;
         let _ = self
             .inner
             .record_report(tool, &CallReport::new(CallOutcome::Ignored, d));
@@ -255,17 +281,17 @@ impl Registry {
     /// Records a call admitted with `permit`: `outcome` is "success", "failure", "ignored"
     /// (the caller's fault) or "cancelled" (given up: a probe goes back at once). A result from
     /// an older breaker episode never closes or re-opens a newer one. One record per permit.
-    #[pyo3(signature = (tool, permit, outcome, seconds = None, *, error_type = None))]
+    #[pyo3(signature = (tool, permit, outcome, seconds = 0.0, *, error_type = None))]
     fn record(
         &self,
         tool: &str,
         permit: &Bound<'_, Permit>,
         outcome: &str,
-        seconds: Option<&Bound<'_, PyAny>>,
+        seconds: f64,
         error_type: Option<&str>,
     ) -> PyResult<()> {
         let o = self::outcome(outcome)?;
-        let d = duration(seconds)?;
+        let d = settings::seconds_f64(seconds, "seconds")?;
         let p = self.take(permit.get())?;
         self.report(tool, p, o, d, error_type);
         Ok(())
@@ -276,7 +302,9 @@ impl Registry {
         let name = tool.to_str()?;
         match self.inner.try_check(name) {
             Ok(GateDecision::Allowed(p) | GateDecision::Probe(p)) => Ok(self.permit(tool, p)),
-            Ok(GateDecision::Refused { retry_after }) => Err(errors::refused(py, name, retry_after)),
+            Ok(GateDecision::Refused { retry_after }) => {
+                Err(errors::refused(py, name, retry_after))
+            }
             Err(e) => Err(errors::invalid_name(py, e)),
         }
     }
@@ -347,10 +375,10 @@ impl Registry {
 
     /// Operator control: refuse every call to `tool` for `seconds`. False when the tool cannot
     /// be tracked (the cap is reached, or the name is too long).
-    fn force_open_for(&self, tool: &str, seconds: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn force_open_for(&self, tool: &str, seconds: f64) -> PyResult<bool> {
         Ok(self
             .inner
-            .force_open_for(tool, settings::seconds(seconds, "seconds")?))
+            .force_open_for(tool, settings::seconds_f64(seconds, "seconds")?))
     }
 
     /// Operator control: refuse every call to `tool` until released.
@@ -399,11 +427,6 @@ impl Registry {
     fn __repr__(&self) -> String {
         format!("Registry(tracked_tools={})", self.inner.tracked_tools())
     }
-}
-
-/// `seconds` of a record (default 0).
-fn duration(seconds: Option<&Bound<'_, PyAny>>) -> PyResult<Duration> {
-    seconds.map_or(Ok(Duration::ZERO), |s| settings::seconds(s, "seconds"))
 }
 
 /// The names of `tools=`: an iterable of str (a lone str is a mistake: refused).

@@ -32,6 +32,15 @@ pub(crate) fn seconds_up_to(value: &Bound<'_, PyAny>, field: &str, max: f64) -> 
     Duration::try_from_secs_f64(x).map_err(|_| setting(field, x, &allowed))
 }
 
+/// A number of seconds given as a float (already converted by PyO3): finite, 0 or more.
+pub(crate) fn seconds_f64(x: f64, field: &str) -> PyResult<Duration> {
+    let allowed = "a finite number of seconds from 0 to 1.8e19";
+    if !(x.is_finite() && (0.0..=MAX_SECONDS).contains(&x)) {
+        return Err(setting(field, x, allowed));
+    }
+    Duration::try_from_secs_f64(x).map_err(|_| setting(field, x, allowed))
+}
+
 /// A float of an int or a float (never a bool: `True` seconds is a mistake).
 fn number(value: &Bound<'_, PyAny>, field: &str, allowed: &str) -> PyResult<f64> {
     if value.is_instance_of::<PyBool>()
@@ -62,7 +71,10 @@ fn repr(value: &Bound<'_, PyAny>) -> String {
         .map(|r| r.to_string())
         .unwrap_or_else(|_| "<unprintable>".to_owned());
     if text.len() > 80 {
-        let cut = (0..=77).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        let cut = (0..=77)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
         format!("{}...", &text[..cut])
     } else {
         text

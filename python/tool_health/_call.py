@@ -17,12 +17,14 @@ import functools
 import inspect
 import sys
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar, overload
 
 from . import _core
 from ._core import Permit, Refused
+from ._types import Outcome
 
 if TYPE_CHECKING:
     from ._core import SpanFeed
@@ -74,7 +76,7 @@ class ErrorClass:
 Classify = Callable[[BaseException], "ErrorClass | ErrorOutcome"]
 """A ``classify`` function: an exception → an `ErrorClass`, or an outcome's name."""
 
-_RECORDED: dict[str, _core.Outcome | Literal["unrecorded"]] = {
+_RECORDED: dict[str, Outcome | Literal["unrecorded"]] = {
     "failure": "failure",
     "caller_error": "ignored",
     "success": "success",
@@ -84,14 +86,17 @@ _RECORDED: dict[str, _core.Outcome | Literal["unrecorded"]] = {
 
 
 def _error_type(exc: BaseException) -> str:
-    # The exception's class name: what OpenTelemetry Python's `record_exception` writes as
-    # `exception.type`, so a call reads the same through the helper and through its span.
-    return type(exc).__name__
+    # The exception's type as OpenTelemetry Python's `record_exception` writes
+    # `exception.type` (`module.QualName`, the bare name for builtins), so a call reads the
+    # same through the helper and through its span.
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module in (None, "builtins") else f"{module}.{cls.__qualname__}"
 
 
 def _classified(
     exc: BaseException, classify: Classify | None
-) -> tuple[_core.Outcome | Literal["unrecorded"], str]:
+) -> tuple[Outcome | Literal["unrecorded"], str]:
     """The outcome and error type of a call that raised `exc`."""
     if not isinstance(exc, Exception):
         # CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit: the call was given
@@ -114,6 +119,13 @@ def _classified(
     return recorded, error_type
 
 
+def _setting_error(field: str, found: object, allowed: str) -> _core.SettingError:
+    """A `SettingError` as the Rust side makes them: the text and the parts."""
+    error = _core.SettingError(f"invalid setting `{field}`: {found!r}; allowed: {allowed}")
+    error.field, error.found, error.allowed = field, repr(found), allowed
+    return error
+
+
 def _check_timeout(timeout: float | None) -> None:
     ok = timeout is None or (
         isinstance(timeout, (int, float))
@@ -121,25 +133,28 @@ def _check_timeout(timeout: float | None) -> None:
         and 0 < timeout < float("inf")
     )
     if not ok:
-        raise _core.SettingError(
-            f"invalid setting `timeout`: {timeout!r}; allowed: None, or a finite number of "
-            "seconds above 0"
+        raise _setting_error(
+            "timeout", timeout, "None, or a finite number of seconds above 0"
         )
 
 
-def _bind(feed: SpanFeed, tool: str, decision: str) -> bool:
-    """Marks the current OpenTelemetry span with the gate's decision when it is this call's
-    own tool span (by the Rust conventions): the span processor then leaves the call to the
-    helper — one call, one record."""
+def _claim(feed: SpanFeed, tool: str, decision: str) -> None:
+    """Tells the span processor that this call is the helper's to record, when an
+    OpenTelemetry span is current: the processor skips that span if it ends as a tool span of
+    the same tool (one call, one record). When the span is already recognisable as this call's
+    own tool span (by the Rust conventions), it is annotated as the Rust layer annotates its
+    tool spans: ``tool_health.gate.decision``, and on a refusal ``error.type`` =
+    ``circuit_breaker_open``."""
     from opentelemetry import trace
 
     span = trace.get_current_span()
-    if not span.is_recording() or feed.tool_name(span) != tool:
-        return False
-    span.set_attribute("tool_health.gate.decision", decision)
-    if decision == "refused":
-        span.set_attribute("error.type", "circuit_breaker_open")
-    return True
+    if not span.is_recording():
+        return
+    feed.claim(span.get_span_context().span_id, tool)
+    if feed.tool_name(span) == tool:
+        span.set_attribute("tool_health.gate.decision", decision)
+        if decision == "refused":
+            span.set_attribute("error.type", "circuit_breaker_open")
 
 
 class ToolCall:
@@ -155,7 +170,7 @@ class ToolCall:
         "_timeout",
         "_classify",
         "_feed",
-        "_bound",
+        "_open",
         "_deadline",
         "permit",
         "outcome",
@@ -174,7 +189,7 @@ class ToolCall:
         self._timeout = timeout
         self._classify = classify
         self._feed: SpanFeed | None = getattr(registry, "_feed", None)
-        self._bound = False
+        self._open: Token[tuple[str, ...]] | None = None
         self._deadline: _Deadline | None = None
         self.permit: Permit | None = None
         self.outcome: str | None = None
@@ -195,20 +210,25 @@ class ToolCall:
         try:
             self.permit = self._registry._begin(self._tool)
         except Refused:
-            if feed is not None and not _bind(feed, self._tool, "refused"):
-                feed.recorded_on_this_thread(self._tool)
+            if feed is not None:
+                _claim(feed, self._tool, "refused")
             raise
         if feed is not None:
-            self._bound = _bind(
-                feed, self._tool, "probe" if self.permit.is_probe else "allowed"
-            )
+            _claim(feed, self._tool, "probe" if self.permit.is_probe else "allowed")
+            # Spans of this tool that end inside the call are part of it.
+            var: ContextVar[tuple[str, ...]] | None = getattr(self._registry, "_open", None)
+            if var is not None:
+                self._open = var.set((*var.get(), self._tool))
 
     def _settle(self, exc: BaseException | None, timed_out: bool = False) -> None:
+        token, self._open = self._open, None
+        if token is not None:
+            token.var.reset(token)
         permit = self.permit
         if permit is None:
             return
         if timed_out:
-            outcome: _core.Outcome | Literal["unrecorded"] = "failure"
+            outcome: Outcome | Literal["unrecorded"] = "failure"
             error_type: str | None = "timeout"
         elif exc is None:
             outcome, error_type = "success", None
@@ -217,12 +237,7 @@ class ToolCall:
         # A sync call cannot be cut off: one that overran its timeout is a failure.
         timeout = self._timeout if exc is None and not timed_out else None
         self.outcome = self._registry._finish(permit, outcome, error_type, timeout)
-        self.timed_out = timed_out or (
-            outcome == "success" and self.outcome == "failure"
-        )
-        feed = self._feed
-        if feed is not None and not self._bound:
-            feed.recorded_on_this_thread(self._tool)
+        self.timed_out = timed_out or (outcome == "success" and self.outcome == "failure")
 
     def __enter__(self) -> ToolCall:
         self._gate()
@@ -311,6 +326,7 @@ class Registry(_core.Registry):
     """
 
     _feed: SpanFeed | None = None
+    _open: ContextVar[tuple[str, ...]] | None = None
 
     def call(
         self,
@@ -374,9 +390,7 @@ class Registry(_core.Registry):
         if callable(name):
             return self.tool()(name)
         if on_refusal not in ("raise", "return"):
-            raise _core.SettingError(
-                f"invalid setting `on_refusal`: {on_refusal!r}; allowed: \"raise\" or \"return\""
-            )
+            raise _setting_error("on_refusal", on_refusal, '"raise" or "return"')
         soft = on_refusal == "return"
         _check_timeout(timeout)
 

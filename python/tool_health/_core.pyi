@@ -1,16 +1,33 @@
 # The extension module tool_health._core (Rust, PyO3): the tool-health crate's registry,
 # breakers and span inference. Applications import from `tool_health`, which re-exports these.
 from collections.abc import Callable, Iterable
-from typing import Final, Literal
+from contextvars import ContextVar
+from typing import Final, Literal, final
+
+from typing_extensions import Self, disjoint_base
 
 REFUSAL_MESSAGE: Final[str]
 """The text a refused call reports to the model: every refusal's text begins with it."""
 DEFAULT_MAX_TOOLS: Final[int]
 DEFAULT_MAX_NAME_LEN: Final[int]
 
-Outcome = Literal["success", "failure", "ignored", "cancelled"]
-BreakerState = Literal["closed", "open", "half_open"]
-HealthStatus = Literal["healthy", "degraded", "unhealthy"]
+from ._types import BreakerState, HealthStatus, Outcome
+
+__all__ = [
+    "DEFAULT_MAX_NAME_LEN",
+    "DEFAULT_MAX_TOOLS",
+    "REFUSAL_MESSAGE",
+    "InvalidToolName",
+    "ManualClock",
+    "MetricSource",
+    "Permit",
+    "Refused",
+    "Registry",
+    "SettingError",
+    "Snapshot",
+    "SpanFeed",
+    "metric_sources",
+]
 
 class SettingError(ValueError):
     """A setting outside its range: `field` names it, `found` says what was given, `allowed`
@@ -35,15 +52,17 @@ class InvalidToolName(ValueError):
     length: int
     max: int
 
+@final
 class ManualClock:
     """A clock that moves only when told: tests move time by hand."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def advance(self, seconds: float) -> None:
         """Moves the time forward by `seconds` (0 or more)."""
     def now(self) -> float:
         """Seconds since the clock's origin."""
 
+@final
 class Permit:
     """Proof of admission: record the call's outcome through it, once."""
 
@@ -53,6 +72,7 @@ class Permit:
     @property
     def tool(self) -> str: ...
 
+@final
 class Snapshot:
     """One tool's stats and breaker at one instant."""
 
@@ -95,11 +115,12 @@ class Snapshot:
         """While refused: seconds until the gate could next admit a call; None while it
         admits calls."""
 
+@disjoint_base
 class Registry:
     """Per-tool health stats and circuit breakers (the Rust `ToolHealthRegistry`)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         failure_threshold: int = 3,
         recovery: float = 30.0,
         probe_timeout: float = 30.0,
@@ -109,7 +130,7 @@ class Registry:
         max_name_len: int = 256,
         clock: ManualClock | None = None,
         log_transitions: bool = False,
-    ) -> None: ...
+    ) -> Self: ...
     def allow(self, tool: str) -> bool:
         """The gate: may a call go through now? May grant the single probe."""
     def check(self, tool: str) -> Permit | None:
@@ -155,23 +176,26 @@ class Registry:
     def now(self) -> float:
         """The registry's clock, in seconds."""
 
+@final
 class SpanFeed:
     """Feeds a registry from finished OpenTelemetry Python spans (the span processor's core)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         registry: Registry,
         *,
         strict: bool = False,
         caller_errors: list[str] | None = None,
-    ) -> None: ...
+        open_calls: ContextVar[tuple[str, ...]] | None = None,
+    ) -> Self: ...
     def on_end(self, span: object) -> None: ...
     def tool_name(self, span: object) -> str | None: ...
-    def recorded_on_this_thread(self, tool: str) -> None: ...
+    def claim(self, span_id: int, tool: str) -> None: ...
     def flush(self) -> None: ...
     @property
     def waiting(self) -> int: ...
 
+@final
 class MetricSource:
     """One instrument of the Rust crate's publish_metrics, to be created on a Python meter."""
 

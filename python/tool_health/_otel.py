@@ -5,6 +5,7 @@ is needed only here."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
@@ -29,9 +30,9 @@ class ToolHealthSpanProcessor(SpanProcessor):
     MCP client spans, the Vercel AI SDK — and its outcome recorded at once (no export delay).
 
     A call both gated by the call helper (`Registry.call`, `Registry.tool`) and seen here is
-    one record: the helper marks its span with ``tool_health.gate.decision`` (which this
-    processor skips), or, when its span is not the current one, tells this processor that the
-    call on this thread is recorded.
+    one record, the helper's: this processor skips the tool span that was current when the
+    helper gated the call (when it ends as a span of the same tool), and a span of the same tool
+    that ends inside the helper's call (a framework span made inside it).
 
     `strict`: a tool span that marks no outcome reads as cancelled. `caller_errors`: the
     ``error.type`` values and exception types that are the caller's fault, in place of the
@@ -45,10 +46,13 @@ class ToolHealthSpanProcessor(SpanProcessor):
         strict: bool = False,
         caller_errors: Iterable[str] | None = None,
     ) -> None:
+        if registry._open is None:
+            registry._open = ContextVar("tool_health_open_calls", default=())
         self._feed = _core.SpanFeed(
             registry,
             strict=strict,
             caller_errors=None if caller_errors is None else list(caller_errors),
+            open_calls=registry._open,
         )
         # The SDK calls `on_end` for every span: straight into Rust, no Python frame.
         self.on_end = self._feed.on_end  # type: ignore[method-assign]

@@ -28,57 +28,7 @@ fn name_hash(name: &str) -> u64 {
     })
 }
 
-/// An attribute value, as the SDKs' `Value`s are read.
-#[derive(Clone, Copy)]
-pub(crate) enum Val<'a> {
-    Str(&'a str),
-    I64(i64),
-    F64(f64),
-    Bool(bool),
-    /// Anything else, by its `Debug` form.
-    Other(&'a dyn fmt::Debug),
-}
-
-/// An OpenTelemetry span's status.
-pub(crate) enum SpanStatus {
-    Unset,
-    Ok,
-    Error,
-}
-
-/// Key-value pairs, whatever the SDK version.
-pub(crate) trait Attributes {
-    /// Every pair, in order.
-    fn each(&self, f: &mut dyn FnMut(&str, Val<'_>));
-    /// The first value of `key`.
-    fn get(&self, key: &str) -> Option<Val<'_>>;
-}
-
-/// A span event, whatever the SDK version.
-pub(crate) trait EventView: Attributes {
-    fn name(&self) -> &str;
-}
-
-/// A finished OpenTelemetry span, whatever the SDK version.
-pub(crate) trait SpanView: Attributes {
-    fn name(&self) -> &str;
-    fn scope(&self) -> &str;
-    fn span_id(&self) -> u64;
-    fn parent_id(&self) -> u64;
-    fn start(&self) -> SystemTime;
-    fn end(&self) -> SystemTime;
-    fn status(&self) -> SpanStatus;
-    /// Each event, in order.
-    fn events(&self, f: &mut dyn FnMut(&dyn EventView));
-}
-
-/// A string attribute's value.
-fn str_of<'a>(attrs: &'a dyn Attributes, key: &str) -> Option<&'a str> {
-    match attrs.get(key)? {
-        Val::Str(s) => Some(s),
-        _ => None,
-    }
-}
+pub(crate) use super::span_view::{str_of, Attributes, EventView, SpanStatus, SpanView, Val};
 
 /// When a span from another process ran, on this registry's clock: its age on arrival (the
 /// receiver's wall clock minus the span's timestamps) taken back from the registry's reading
@@ -316,6 +266,11 @@ impl SpanCore {
                         with_text(v, |t| e.read(k, t));
                     }
                 }
+                // A refusal raised as an exception (the Python call helper's `Refused`),
+                // recorded by an SDK's `record_exception`.
+                "exception.message" => {
+                    with_text(v, |t| e.refusal |= t.starts_with(crate::REFUSAL_MESSAGE))
+                }
                 "exception.type" if e.error_type.is_none() => {
                     with_text(v, |t| e.error_type = Some(t.to_owned()))
                 }
@@ -338,7 +293,23 @@ impl SpanCore {
     }
 
     /// A span ended (`arrival`: a span of another process, received then).
+    #[cfg_attr(
+        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+        allow(dead_code)
+    )]
     pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
+        self.on_end_skipping(span, arrival, &|_| false)
+    }
+
+    /// [`on_end`](Self::on_end), where a tool span of a tool `recorded` answers true for is
+    /// the caller's own record (a feed's claims): skipped as a span the layer recorded is —
+    /// after it has taken in its nested spans, so they are skipped with it.
+    pub(crate) fn on_end_skipping(
+        &self,
+        span: &dyn SpanView,
+        arrival: Option<&Arrival>,
+        recorded: &dyn Fn(&str) -> bool,
+    ) {
         let _calling_out = CallingOut::enter();
         let mut own = self.tool_span(span);
         if !self.late.is_idle() {
@@ -367,10 +338,10 @@ impl SpanCore {
                 hook::tool_hash(tool),
                 registry.now(),
             );
-            if marked || span.get(semconv::GATE_DECISION).is_some() {
+            if marked || span.get(semconv::GATE_DECISION).is_some() || recorded(tool) {
                 // The layer just handled this very call (it closed the tracing span this one
-                // was bridged from), or bound a gate decision to it: one call, one record —
-                // the layer's, which holds the permit.
+                // was bridged from), or bound a gate decision to it, or a feed's caller
+                // records it: one call, one record — the one that holds the permit.
                 return;
             }
         }

@@ -1,0 +1,66 @@
+"""The Rust code of the extension allocates nothing on the hot paths after a tool's first sight.
+
+`hot_paths.py` runs every hot path (the gate and the records by hand, the call helper sync and
+async, the decorator, a refusal, the span processor on a tool span and on another span) `n`
+times after a warm-up, under valgrind's DHAT, which records every heap allocation with its stack.
+An allocation made by the extension's own code is one whose allocator (malloc, calloc, realloc)
+was called from a frame of `tool_health/_core*.so`; Python's own allocations (the objects the
+calls create and return: a `Permit`, a float) are the interpreter's, called from libpython. Two
+runs, of 200 and of 600 calls each: the Rust allocations must not grow with the calls.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ALLOCATORS = ("malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign")
+
+
+def _short(frame: str) -> str:
+    """`0x1234: name (in /path/lib.so)` -> `name`."""
+    return frame.split(": ", 1)[-1].split(" (in ", 1)[0][:90]
+
+
+def rust_allocations(n: int, tmp: Path) -> collections.Counter[str]:
+    """The extension's heap allocations in a run of `n` calls per hot path, by call site."""
+    out = tmp / f"dhat.{n}.json"
+    proc = subprocess.run(
+        ["valgrind", "--tool=dhat", f"--dhat-out-file={out}", sys.executable, str(HERE / "hot_paths.py"), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    frames = data["ftbl"]
+    sites: collections.Counter[str] = collections.Counter()
+    for point in data["pps"]:
+        stack = [frames[i] for i in point["fs"]]
+        # The first frame that is not the allocator itself is who asked for the memory.
+        callers = [f for f in stack if not any(f"{a} (" in f for a in ALLOCATORS)]
+        if callers and "/tool_health/_core" in callers[0]:
+            sites[" <- ".join(_short(f) for f in callers[:3])] += point["tbk"]  # blocks
+    return sites
+
+
+@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 3: settings::seconds and the span feed allocate")
+def test_no_rust_allocation_grows_with_the_calls(tmp_path: Path) -> None:
+    if shutil.which("valgrind") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("valgrind is missing (apt-get install valgrind)")
+        pytest.skip("valgrind is missing")
+    few, many = rust_allocations(200, tmp_path), rust_allocations(600, tmp_path)
+    grown = {site: many[site] - few.get(site, 0) for site in many if many[site] > few.get(site, 0)}
+    assert not grown, "Rust allocations per call:\n" + "\n".join(
+        f"  {count / 400:g} per round of the hot paths: {site}"
+        for site, count in sorted(grown.items(), key=lambda kv: -kv[1])
+    )

@@ -4,7 +4,8 @@ span processor's cost per tool span beside the OpenTelemetry SDK's own BatchSpan
 A benchmark, not a test: it prints medians and the ratios of medians, and exits 0 whatever they
 are. Run it with the wheel and the pinned baselines installed (python/benches/requirements.txt):
 
-    python python/benches/overhead.py [--rounds 40] [--target-ms 15] [--json out.json]
+    python python/benches/overhead.py [--rounds 40] [--target-ms 15] [--record runs.jsonl]
+    python python/benches/overhead.py --summary runs.jsonl   # median and range of each ratio
 
 Method. Every contender is a loop of ``n`` calls (``n`` sized once so a batch takes about
 ``--target-ms``); each round times one batch of every contender, in a fresh random order, so
@@ -285,12 +286,37 @@ def report(samples: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
     return out
 
 
+def summary(path: str) -> None:
+    """The median (and range) over recorded runs of each ratio and each contender's median."""
+    runs = [json.loads(line) for line in open(path) if line.strip()]
+    print(f"{len(runs)} runs; {runs[-1]['versions']}")
+    print("\n| ratio of medians | raw: median (range) | overhead: median (range) |")
+    print("|---|---|---|")
+    for name in runs[-1]["ratios"]:
+        raw = sorted(r["ratios"][name]["raw"] for r in runs)
+        over = sorted(r["ratios"][name]["overhead"] for r in runs)
+        print(
+            f"| {name} | {statistics.median(raw):.2f}x ({raw[0]:.2f}–{raw[-1]:.2f}) "
+            f"| {statistics.median(over):.2f}x ({over[0]:.2f}–{over[-1]:.2f}) |"
+        )
+    print("\n| contender | median ns/call over the runs (range) |")
+    print("|---|---|")
+    for group, rows in runs[-1]["groups"].items():
+        for name in rows:
+            ns = sorted(r["groups"][group][name]["median_ns"] for r in runs)
+            print(f"| {name} | {statistics.median(ns):.0f} ({ns[0]:.0f}–{ns[-1]:.0f}) |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--target-ms", type=float, default=15.0)
-    ap.add_argument("--json", default=None, help="also write the figures here")
+    ap.add_argument("--record", default=None, help="append this run's figures (one JSON line)")
+    ap.add_argument("--summary", default=None, help="summarise the runs recorded in this file")
     a = ap.parse_args()
+    if a.summary:
+        summary(a.summary)
+        return
 
     registry = Registry(tools=[TOOL])
     breaker = pybreaker.CircuitBreaker(fail_max=3, reset_timeout=30)
@@ -317,11 +343,11 @@ def main() -> None:
     loop.close()
     snap = registry.snapshot(TOOL)
     print(f"\nsanity: {TOOL} closed={snap.breaker == 'closed'}, successes={snap.success_count}, failures={snap.failure_count}")
-    if a.json:
+    if a.record:
         out["versions"] = versions
         out["python"] = platform.python_version()
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+        with open(a.record, "a") as f:
+            f.write(json.dumps(out) + "\n")
 
 
 if __name__ == "__main__":

@@ -268,7 +268,6 @@ def test_processor_alone_counts_bad_arguments_as_the_models(
     assert snap is None or (snap.failure_count == 0 and snap.breaker == "closed")
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 2 (b): spans ending inside the helper's call")
 def test_middleware_and_processor_together_record_each_call_once(
     registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
 ) -> None:

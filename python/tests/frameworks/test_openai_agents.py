@@ -315,15 +315,8 @@ def test_processor_alone_cannot_tell_bad_arguments_from_a_failure(
 
 
 def test_gated_tools_and_processor_together_record_each_call_once(
-    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter, request: pytest.FixtureRequest
+    registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
 ) -> None:
-    if request.node.callspec.params["spans"] == "openinference":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="python/NEEDS.md item 2 (a): OpenInference names its live TOOL span, tool.name comes at its end",
-            )
-        )
     script, backend = Script(), Backend()
     agent = Agent(name="a", model=script.model, tools=gate_tools(make_tools(backend), registry))
     script.plan([("flaky", {"x": 1})], [("flaky", {"x": 2})], [("flaky", {"x": 3})], "gave up")

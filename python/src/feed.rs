@@ -24,6 +24,9 @@ pub(crate) struct SpanFeed {
     open_calls: Option<Py<PyAny>>,
 }
 
+/// Attribute pairs, held.
+type Pairs<'py> = Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>;
+
 /// A span's parts, held (so their strings can be borrowed) while it is read.
 struct Raw<'py> {
     name: Bound<'py, PyAny>,
@@ -33,11 +36,8 @@ struct Raw<'py> {
     start: SystemTime,
     end: SystemTime,
     status: SpanStatus,
-    attributes: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
-    events: Vec<(
-        Bound<'py, PyAny>,
-        Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
-    )>,
+    attributes: Pairs<'py>,
+    events: Vec<(Bound<'py, PyAny>, Pairs<'py>)>,
 }
 
 /// An attribute or getter that may be missing or `None`.

@@ -331,3 +331,28 @@ def test_gated_tools_and_processor_together_record_each_call_once(
     snap = registry.snapshot("flaky")
     assert snap is not None
     assert (snap.failure_count, snap.success_count, snap.breaker) == (3, 1, "closed")
+
+
+def test_processor_alone_cannot_see_an_mcp_tools_error_result(
+    registry: Registry, spans: InMemorySpanExporter
+) -> None:
+    """The bridges' other blind spot, proven: the SDK hands an MCP `isError` result to the model
+    as the tool's output and ends the tool span OK, so the processor alone counts a failing MCP
+    tool as succeeding (GatedMCPServer counts it: test_mcp_tools_trip_are_hidden_...)."""
+
+    async def scenario() -> None:
+        stdio = MCPServerStdio(
+            name="py", params={"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}
+        )
+        async with stdio:
+            script = Script()
+            agent = Agent(name="a", model=script.model, mcp_servers=[stdio])
+            script.plan([("flaky", {})], [("flaky", {})], [("flaky", {})], "gave up")
+            result = await Runner.run(agent, "go")
+            assert all("Error executing tool flaky" in o for o in outputs(result))
+
+    asyncio.run(scenario())
+    flaky = tool_spans(spans, "flaky")
+    assert len(flaky) == 3 and all(s.status.status_code != StatusCode.ERROR for s in flaky)
+    snap = registry.snapshot("flaky")
+    assert snap is not None and (snap.failure_count, snap.success_count, snap.breaker) == (0, 3, "closed")

@@ -63,7 +63,8 @@ def main(n: int) -> None:
     def paths(k: int) -> None:
         for _ in range(k):
             permit = check(TOOL)
-            record(TOOL, permit, "success", 0.001)
+            if permit is not None:
+                record(TOOL, permit, "success", 0.001)
         for _ in range(k):
             registry.allow(TOOL)
             registry.is_available(TOOL)

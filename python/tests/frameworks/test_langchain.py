@@ -49,7 +49,7 @@ class ScriptedChat(FakeMessagesListChatModel):
         self.responses = messages
         self.i = 0
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
         self.offered.append(sorted(t.name if isinstance(t, BaseTool) else t["name"] for t in tools))
         return self
 

@@ -19,7 +19,9 @@ import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, UserError, function_tool
 from agents.items import ToolCallOutputItem
 from agents.mcp import MCPServerStdio
+from agents.tool import Tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+from mcp.types import TextContent
 from openinference.instrumentation.openai_agents import (
     OpenAIAgentsInstrumentor as OpenInferenceInstrumentor,
 )
@@ -67,7 +69,7 @@ class Backend:
         self.calls = 0
 
 
-def make_tools(backend: Backend) -> list[FunctionTool]:
+def make_tools(backend: Backend) -> list[Tool]:
     @function_tool
     async def flaky(x: int) -> str:
         """Fails while its upstream is down."""
@@ -175,6 +177,7 @@ def test_an_error_the_handler_lets_through_is_a_failure(registry: Registry) -> N
 def test_the_original_tool_is_left_alone(registry: Registry) -> None:
     backend = Backend()
     [flaky, _, _] = make_tools(backend)
+    assert isinstance(flaky, FunctionTool)
     gated = gate_tool(flaky, registry)
     assert gated is not flaky and gated.on_invoke_tool is not flaky.on_invoke_tool
     script = Script()
@@ -219,8 +222,9 @@ def test_mcp_tools_trip_are_hidden_then_probed_once_and_back(
             answers = outputs(result)
             assert sorted(a == "flaky works" for a in answers) == [False, True]
             assert next(a for a in answers if a != "flaky works").startswith(REFUSAL_MESSAGE)
-            seen = await stdio.call_tool("seen", {})
-            assert '"flaky": 4' in seen.content[0].text, "the refused call never reached the server"
+            seen = (await stdio.call_tool("seen", {})).content[0]
+            assert isinstance(seen, TextContent)
+            assert '"flaky": 4' in seen.text, "the refused call never reached the server"
             snap = registry.snapshot("py/flaky")
             assert snap is not None and snap.breaker == "closed"
 

@@ -13,15 +13,16 @@ refusal's text, which begins with ``REFUSAL_MESSAGE`` and says when to retry).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from tool_health import ErrorClass, Refused, Registry
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-Classify = Callable[[BaseException], ErrorClass]
-"""How an exception from the framework counts."""
+Classify = Callable[[BaseException], "ErrorClass | Literal['failure']"]
+"""How an exception from the framework counts (``"failure"``: with the exception's own
+``error.type``, as OpenTelemetry writes it)."""
 
 Judge = Callable[[T], "ErrorClass | None"]
 """How a value the framework returned counts: ``None`` for a success."""
@@ -43,8 +44,8 @@ class _Judged(Exception):
         self.verdict = verdict
 
 
-def _classifier(classify: Classify) -> Callable[[BaseException], ErrorClass]:
-    def answer(exc: BaseException) -> ErrorClass:
+def _classifier(classify: Classify) -> Callable[[BaseException], "ErrorClass | Literal['failure']"]:
+    def answer(exc: BaseException) -> ErrorClass | Literal["failure"]:
         if isinstance(exc, _Judged):
             return exc.verdict
         return classify(exc)

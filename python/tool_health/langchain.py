@@ -32,7 +32,7 @@ What counts against a tool, as LangChain reports it:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ToolCallRequest
 from langchain_core.messages import ToolMessage
@@ -66,12 +66,12 @@ class _Call:
     def __init__(self, request: ToolCallRequest) -> None:
         self.request = request
 
-    def classify(self, exc: BaseException) -> ErrorClass:
+    def classify(self, exc: BaseException) -> ErrorClass | Literal["failure"]:
         if isinstance(exc, GraphBubbleUp):
             return ErrorClass.unrecorded("interrupted")
         if isinstance(exc, (ToolInvocationError, ValidationError)) and _bad_arguments(self.request):
             return INVALID_ARGUMENTS
-        return ErrorClass.failure(type(exc).__name__)
+        return "failure"  # error.type: the exception's, as OpenTelemetry writes it
 
     def judge(self, result: Any) -> ErrorClass | None:
         if isinstance(result, ToolMessage) and result.status == "error":

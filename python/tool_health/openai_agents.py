@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from agents import AgentBase, FunctionTool, ModelBehaviorError, RunContextWrapper
 from agents.mcp import MCPServer
@@ -54,10 +54,10 @@ from tool_health._frameworks import INVALID_ARGUMENTS, TOOL_ERROR, acall
 __all__ = ["GatedMCPServer", "gate_tool", "gate_tools"]
 
 
-def _classify(exc: BaseException) -> ErrorClass:
+def _classify(exc: BaseException) -> ErrorClass | Literal["failure"]:
     if isinstance(exc, ModelBehaviorError):
         return INVALID_ARGUMENTS
-    return ErrorClass.failure(type(exc).__name__)
+    return "failure"  # error.type: the exception's, as OpenTelemetry writes it
 
 
 def gate_tool(tool: FunctionTool, registry: Registry, *, timeout: float | None = None) -> FunctionTool:
@@ -123,12 +123,12 @@ def _judge(result: CallToolResult) -> ErrorClass | None:
     return TOOL_ERROR if result.is_error else None
 
 
-def _classify_mcp(exc: BaseException) -> ErrorClass:
+def _classify_mcp(exc: BaseException) -> ErrorClass | Literal["failure"]:
     if isinstance(exc, MCPError):
         if exc.code == INVALID_PARAMS:
             return INVALID_ARGUMENTS
         return ErrorClass.failure(str(exc.code))  # the JSON-RPC code, as the Rust MCP client
-    return ErrorClass.failure(type(exc).__name__)
+    return "failure"  # error.type: the exception's, as OpenTelemetry writes it
 
 
 class GatedMCPServer(MCPServer):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapToolExecuteHandler
@@ -58,12 +58,12 @@ the retry budget running out on it."""
 _DID_NOT_RUN = (CallDeferred, ApprovalRequired, SkipToolExecution)
 
 
-def _classify(exc: BaseException) -> ErrorClass:
+def _classify(exc: BaseException) -> ErrorClass | Literal["failure"]:
     if isinstance(exc, _MODEL_RETRY):
         return ErrorClass.caller_error("model_retry")
     if isinstance(exc, _DID_NOT_RUN):
         return ErrorClass.unrecorded("deferred")
-    return ErrorClass.failure(type(exc).__name__)
+    return "failure"  # error.type: the exception's, as OpenTelemetry writes it
 
 
 @dataclass

@@ -9,6 +9,7 @@
 //! | `registry.rs` | `Registry` (the gate, records, reads, controls), `Permit`, `ManualClock` |
 //! | `snapshot.rs` | `Snapshot`: one tool's `ToolHealthSnapshot` |
 //! | `feed.rs` | `SpanFeed`: an OpenTelemetry Python span into `tool_health::span_feed` |
+//! | `fleet.rs` | `join_fleet`, `Fleet`: fleet mode over Valkey/Redis (feature `fleet`) |
 //! | `metrics.rs` | `publish_metrics`: the crate's instruments, measured into an OpenTelemetry Python meter |
 //!
 //! Panics: the crate's entry points used here do not panic on any input (names are bounded,
@@ -19,6 +20,8 @@ use pyo3::prelude::*;
 
 mod errors;
 mod feed;
+#[cfg(feature = "fleet")]
+mod fleet;
 mod metrics;
 mod registry;
 mod settings;
@@ -48,5 +51,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<feed::SpanFeed>()?;
     m.add_class::<metrics::MetricSource>()?;
     m.add_function(wrap_pyfunction!(metrics::metric_sources, m)?)?;
+    #[cfg(feature = "fleet")]
+    {
+        m.add("FleetError", py.get_type::<fleet::FleetError>())?;
+        m.add_class::<fleet::Fleet>()?;
+        m.add_function(wrap_pyfunction!(fleet::join_fleet, m)?)?;
+    }
     Ok(())
 }

@@ -60,7 +60,8 @@ impl ManualClock {
 
     /// Moves the time forward by `seconds` (0 or more).
     fn advance(&self, seconds: f64) -> PyResult<()> {
-        self.inner.advance(settings::seconds_f64(seconds, "seconds")?);
+        self.inner
+            .advance(settings::seconds_f64(seconds, "seconds")?);
         Ok(())
     }
 
@@ -109,9 +110,11 @@ fn outcome(name: &str) -> PyResult<CallOutcome> {
         "failure" => CallOutcome::Failure,
         "ignored" | "caller_error" => CallOutcome::Ignored,
         "cancelled" => CallOutcome::Cancelled,
-        other => return Err(PyValueError::new_err(format!(
+        other => {
+            return Err(PyValueError::new_err(format!(
             "outcome must be \"success\", \"failure\", \"ignored\" or \"cancelled\", not {other:?}"
-        ))),
+        )))
+        }
     })
 }
 

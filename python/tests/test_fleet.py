@@ -114,10 +114,12 @@ def test_one_probe_for_the_whole_fleet(store: str) -> None:
         fleet_a.sync_now()
         wait_for("b to open", lambda: b.breaker_state("search") == "open")
         # After the cooldown one replica wins the episode's probe; the other keeps refusing.
-        wait_for(
-            "the probe's claim",
-            lambda: (fleet_a.sync_now(), fleet_b.sync_now(), a.is_available("search") != b.is_available("search"))[2],
-        )
+        def one_may_probe() -> bool:
+            fleet_a.sync_now()
+            fleet_b.sync_now()
+            return a.is_available("search") != b.is_available("search")
+
+        wait_for("the probe's claim", one_may_probe)
         permits = [a.check("search"), b.check("search")]
         granted = [p for p in permits if p is not None]
         assert len(granted) == 1 and granted[0].is_probe

@@ -8,6 +8,8 @@ in:
   ``@registry.tool(name)`` decorator: gate, timeout, outcome, cancellation;
 * `ToolHealthSpanProcessor` — an OpenTelemetry SDK span processor: the tool calls in the
   spans an agent framework already makes feed the breakers, with no code in the agent;
+* fleet mode — ``join_fleet(registry, "redis://...")``: trips, one probe and operator
+  controls shared with every replica over Valkey/Redis, Rust services included;
 * the gate by hand — ``registry.check(tool)`` / ``registry.record(tool, permit, outcome,
   seconds)``.
 
@@ -21,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ._call import Classify, ErrorClass, Registry, ToolCall
 from ._core import (
     REFUSAL_MESSAGE,
+    Fleet,
+    FleetError,
     InvalidToolName,
     ManualClock,
     Permit,
@@ -28,6 +32,7 @@ from ._core import (
     SettingError,
     Snapshot,
     SpanFeed,
+    join_fleet,
 )
 
 if TYPE_CHECKING:
@@ -37,6 +42,8 @@ __all__ = [
     "REFUSAL_MESSAGE",
     "Classify",
     "ErrorClass",
+    "Fleet",
+    "FleetError",
     "InvalidToolName",
     "ManualClock",
     "Permit",
@@ -47,6 +54,7 @@ __all__ = [
     "SpanFeed",
     "ToolCall",
     "ToolHealthSpanProcessor",
+    "join_fleet",
     "publish_metrics",
 ]
 

@@ -11,12 +11,14 @@ REFUSAL_MESSAGE: Final[str]
 DEFAULT_MAX_TOOLS: Final[int]
 DEFAULT_MAX_NAME_LEN: Final[int]
 
-from ._types import BreakerState, HealthStatus, Outcome
+from ._types import BreakerState, FleetStatus, HealthStatus, Outcome
 
 __all__ = [
     "DEFAULT_MAX_NAME_LEN",
     "DEFAULT_MAX_TOOLS",
     "REFUSAL_MESSAGE",
+    "Fleet",
+    "FleetError",
     "InvalidToolName",
     "ManualClock",
     "MetricSource",
@@ -26,6 +28,7 @@ __all__ = [
     "SettingError",
     "Snapshot",
     "SpanFeed",
+    "join_fleet",
     "metric_sources",
 ]
 
@@ -213,3 +216,37 @@ class MetricSource:
     def attach(self, record: Callable[..., object]) -> None: ...
 
 def metric_sources(registry: Registry) -> list[MetricSource]: ...
+
+class FleetError(Exception):
+    """Fleet mode could not do something (a setting, the store out of reach, credentials
+    refused, the fleet stopped). Never holds a credential."""
+
+@final
+class Fleet:
+    """A running fleet member beside one registry."""
+
+    def status(self) -> FleetStatus: ...
+    def wait_connected(self, timeout: float) -> None: ...
+    def sync_now(self) -> None: ...
+    def force_open(self, tool: str, seconds: float | None = None) -> None: ...
+    def force_closed(self, tool: str) -> None: ...
+    def release_control(self, tool: str) -> None: ...
+    def set_shadow(self, tool: str, on: bool) -> None: ...
+    def reset(self, tool: str) -> None: ...
+    def shutdown(self) -> None: ...
+
+def join_fleet(
+    registry: Registry,
+    url: str,
+    *,
+    prefix: str | None = None,
+    poll_interval: float | None = None,
+    command_timeout: float | None = None,
+    probe_lease: float | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    connect_timeout: float | None = None,
+) -> Fleet:
+    """Joins `registry` to the fleet on the store at `url` (``redis://host:port/db``): the
+    crate's fleet mode, so Python workers and Rust replicas share trips, one probe per fleet
+    and operator controls. Returns at once; `connect_timeout` seconds: wait for the store."""

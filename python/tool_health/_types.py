@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 Outcome = Literal["success", "failure", "ignored", "cancelled"]
 """An outcome `Registry.record` takes."""
@@ -12,3 +12,20 @@ BreakerState = Literal["closed", "open", "half_open"]
 
 HealthStatus = Literal["healthy", "degraded", "unhealthy"]
 """A tool's health status."""
+
+
+class FleetStatus(TypedDict):
+    """`Fleet.status()`: how the fleet is doing."""
+
+    connected: bool
+    """Whether the last exchange with the store succeeded."""
+    sync_lag: float | None
+    """Seconds since the last complete exchange with the store (None: none yet)."""
+    last_error: str | None
+    """The last connection or command error (redacted), if any since the last success."""
+    replica: str
+    """This replica's id in the store (random per start)."""
+    applied: int
+    """Decisions of other replicas applied here so far."""
+    rejected: int
+    """Values from the store not trusted so far."""

@@ -431,3 +431,27 @@ def test_declared_tools_and_summary() -> None:
     assert registry.tracked_tools == 2
     assert [s.tool for s in registry.health_summary()] == ["a", "b"]
     assert repr(registry.snapshot("a")).startswith('Snapshot(tool="a"')
+
+
+def test_extreme_values_never_panic(clock: th.ManualClock) -> None:
+    # Durations at the edges of what the core holds, through every entry point that takes one:
+    # each answer is a value or a SettingError, never a Rust panic (PanicException).
+    edges = [0.0, 1e-9, 1e9, 4e18, 1.8e19]
+    for recovery in edges:
+        for lease in edges:
+            registry = th.Registry(failure_threshold=1, recovery=recovery, probe_timeout=lease, clock=clock)
+            for step in edges:
+                registry.record_failure("t", step)
+                registry.allow("t")
+                clock.advance(step)
+                registry.check("t")
+                registry.force_open_for("u", step)
+                registry.unavailable_tools()
+                registry.health_summary()
+                try:
+                    with registry.call("v", timeout=max(step, 1e-9)):
+                        clock.advance(step)
+                except th.Refused:
+                    pass
+    with pytest.raises(th.SettingError):
+        th.Registry().record_success("t", 1e20)

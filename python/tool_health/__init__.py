@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any
 from ._call import Classify, ErrorClass, Registry, ToolCall
 from ._core import (
     REFUSAL_MESSAGE,
-    Fleet,
-    FleetError,
     InvalidToolName,
     ManualClock,
     Permit,
@@ -32,8 +30,12 @@ from ._core import (
     SettingError,
     Snapshot,
     SpanFeed,
-    join_fleet,
 )
+
+try:
+    from ._core import Fleet, FleetError, join_fleet
+except ImportError:  # built without feature `fleet` (`--no-default-features --features abi3`)
+    pass
 
 if TYPE_CHECKING:
     from ._otel import ToolHealthSpanProcessor, publish_metrics

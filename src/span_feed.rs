@@ -48,9 +48,15 @@
 //!
 //! # Time
 //!
-//! The spans are this process's, ending now: a call is recorded when its span is handed in, on
-//! the registry's clock, with the span's own duration (end − start). Spans that waited for a
-//! late verdict are recorded by a later span or by [`SpanFeed::flush`].
+//! A call is recorded by its span's own times, mapped onto the registry's clock (the span's
+//! age when it is handed in, taken back from the registry's reading then), with the rules of
+//! [`ToolHealthRegistry::record_past`] — as the OTLP receiver records: a span that started
+//! after its tool's cooldown ended is the probe, and its outcome closes or re-opens the
+//! breaker, so an agent whose only feed is its spans (no gate) brings a recovered tool back by
+//! calling it again; stale results never move a newer episode. Its duration is the span's own
+//! (end − start). Spans that waited for a late verdict are recorded by a later span or by
+//! [`SpanFeed::flush`].
+//!
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -62,7 +68,7 @@ use std::time::SystemTime;
 use crate::infer::classify::OutcomeClassifier;
 use crate::infer::conventions::Convention;
 use crate::infer::feed_options::FeedOptions;
-use crate::infer::span_core::{self, Attributes, EventView, SpanCore, SpanView, Val};
+use crate::infer::span_core::{self, Arrival, Attributes, EventView, SpanCore, SpanView, Val};
 use crate::registry::ToolHealthRegistry;
 
 /// A finished span, in the neutral shape the inference reads (OpenTelemetry's data model).
@@ -380,10 +386,13 @@ impl SpanFeed {
     /// call, and is skipped.
     pub fn on_end_within(&self, span: &FinishedSpan<'_>, open: &[&str]) {
         let claimed = self.claims.take(span.span_id);
-        let recorded = |tool: &str| claimed.as_deref() == Some(tool) || open.contains(&tool);
+        let recorded = |tool: &str| claimed.iter().any(|c| &**c == tool) || open.contains(&tool);
         let core = &self.core;
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            core.on_end_skipping(span, None, &recorded)
+            // By the span's own times, as the receiver records: a span that started after a
+            // cooldown ended is the probe, so spans alone bring a tool back.
+            let arrival = Arrival::now(core.registry());
+            core.on_end_skipping(span, Some(&arrival), &recorded)
         }));
     }
 }
@@ -401,6 +410,9 @@ struct Claims {
 impl Claims {
     fn add(&self, span_id: u64, tool: &str) {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.iter().any(|(id, t)| *id == span_id && &**t == tool) {
+            return; // many calls of one tool inside one span: one claim
+        }
         if list.len() >= MAX_CLAIMS {
             list.pop_front();
         }
@@ -410,17 +422,24 @@ impl Claims {
         self.any.store(true, Ordering::Relaxed);
     }
 
-    fn take(&self, span_id: u64) -> Option<Box<str>> {
+    /// Every claim on `span_id` (calls of several tools may have been gated inside it).
+    fn take(&self, span_id: u64) -> Vec<Box<str>> {
         if span_id == 0 || !self.any.load(Ordering::Relaxed) {
-            return None;
+            return Vec::new();
         }
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        let i = list.iter().position(|(id, _)| *id == span_id)?;
-        let (_, tool) = list.remove(i)?;
+        let mut taken = Vec::new();
+        list.retain(|(id, tool)| {
+            let keep = *id != span_id;
+            if !keep {
+                taken.push(tool.clone());
+            }
+            keep
+        });
         if list.is_empty() {
             self.any.store(false, Ordering::Relaxed);
         }
-        Some(tool)
+        taken
     }
 }
 

@@ -181,6 +181,12 @@ fn a_claimed_span_is_skipped_when_it_ends_as_a_tool_span_of_the_claimed_tool() {
     feed.claim(1, "search");
     feed.on_end(&execute_tool("calc", Duration::ZERO, &[]));
     assert_eq!(calls(&registry, "calc"), (1, 0, 0, 0));
+    // Claims of several tools inside one span: the span's own tool is skipped, whichever it is.
+    feed.claim(1, "calc");
+    feed.claim(1, "search");
+    feed.claim(1, "search");
+    feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
+    assert_eq!(calls(&registry, "search"), (2, 0, 0, 0));
     // A claim on a span that is no tool call skips nothing, and ends with it.
     let now = SystemTime::now();
     let mut agent = FinishedSpan::new("invoke_agent", now, now);
@@ -357,4 +363,29 @@ fn a_panicking_classifier_never_crosses_on_end() {
     feed.on_end(&execute_tool("search", Duration::ZERO, &[]));
     // The core falls back to the default rules.
     assert_eq!(calls(&registry, "search"), (1, 0, 0, 0));
+}
+
+#[test]
+fn spans_alone_bring_a_tool_back_after_its_cooldown() {
+    // No gate anywhere: three failing spans trip the breaker; after the cooldown the agent
+    // calls the tool again, and that call's span (it started after the cooldown) is the probe.
+    let (clock, registry) = registry(3);
+    let feed = SpanFeed::new(registry.clone());
+    for _ in 0..3 {
+        let mut span = execute_tool("search", Duration::from_millis(5), &[]);
+        span.status = SpanStatus::Error;
+        feed.on_end(&span);
+    }
+    assert_eq!(registry.breaker_state("search"), BreakerState::Open);
+    // (The next span starts 5 ms before it is handed in: past the cooldown's end.)
+    clock.advance(Duration::from_secs(31));
+    // A span that ran before the cooldown ended is no probe: a stale success changes nothing.
+    let mut old = execute_tool("search", Duration::from_millis(5), &[]);
+    old.start -= Duration::from_secs(20);
+    old.end -= Duration::from_secs(20);
+    feed.on_end(&old);
+    assert_eq!(registry.breaker_state("search"), BreakerState::Open);
+    feed.on_end(&execute_tool("search", Duration::from_millis(5), &[]));
+    assert_eq!(registry.breaker_state("search"), BreakerState::Closed);
+    assert_eq!(calls(&registry, "search"), (2, 3, 0, 0));
 }

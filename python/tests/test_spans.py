@@ -268,3 +268,19 @@ def registry_refusal(registry: th.Registry) -> th.Refused:
     except th.Refused as e:
         return e
     raise AssertionError("not refused")
+
+
+def test_the_processor_alone_brings_a_tool_back(registry: th.Registry, clock: th.ManualClock) -> None:
+    # No gate in the agent: three failing spans trip the breaker; after the cooldown the agent
+    # calls the tool again, and that call's span is the probe: its success closes the breaker.
+    p, _ = provider(registry)
+    tracer = p.get_tracer("my-agent")
+    for _ in range(3):
+        with pytest.raises(OSError):
+            with execute_tool(tracer, "search"):
+                raise OSError("down")
+    assert registry.breaker_state("search") == "open"
+    clock.advance(31)
+    with execute_tool(tracer, "search"):
+        pass
+    assert registry.breaker_state("search") == "closed"

@@ -43,7 +43,6 @@ pub(crate) struct Arrival {
 
 impl Arrival {
     /// Now, on both clocks.
-    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn now(registry: &ToolHealthRegistry) -> Self {
         Self {
             wall: SystemTime::now(),

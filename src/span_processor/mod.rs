@@ -40,7 +40,7 @@
 //! attribute, else `code.module.name` / `code.namespace`, else the instrumentation scope's
 //! name —, its name (a convention reading its tool name from `otel.name` checks that instead:
 //! tracing-opentelemetry turns `otel.name` into the span's name) and its attributes. The
-//! classification is the same [`DefaultClassifier`] on the
+//! classification is the same [`DefaultClassifier`](crate::layer::DefaultClassifier) on the
 //! same facts, with the span's own data in place of `tracing` fields and events:
 //!
 //! | the span's | counts as |

@@ -241,7 +241,6 @@ def test_processor_alone_trips_from_openinference_spans(
     assert snap is not None and snap.failure_count == 1
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 4: in-process spans and the span-probe rule")
 def test_processor_alone_recovers_from_openinference_spans(
     registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
 ) -> None:

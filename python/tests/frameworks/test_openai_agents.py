@@ -287,7 +287,6 @@ def test_processor_alone_trips_from_the_bridges_spans(
     assert not registry.is_available("flaky")
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 4: in-process spans and the span-probe rule")
 def test_processor_alone_recovers_from_the_bridges_spans(
     registry: Registry, clock: ManualClock, spans: InMemorySpanExporter
 ) -> None:

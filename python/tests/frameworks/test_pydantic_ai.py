@@ -243,7 +243,6 @@ def test_processor_alone_trips_from_pydantic_ais_spans(registry: Registry) -> No
     assert all("flaky" in o for o in script.offered)
 
 
-@pytest.mark.xfail(strict=True, reason="python/NEEDS.md item 4: in-process spans and the span-probe rule")
 def test_processor_alone_recovers_from_pydantic_ais_spans(registry: Registry, clock: ManualClock) -> None:
     # A call a second after the cooldown: its span starts after it, so it is the probe (the
     # receiver's span-probe rule), and its success closes the breaker.

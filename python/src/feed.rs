@@ -19,6 +19,7 @@ use crate::registry::Registry;
 #[derive(Debug)]
 pub(crate) struct SpanFeed {
     feed: tool_health::span_feed::SpanFeed,
+    codes: Option<Codes>,
     /// A `contextvars.ContextVar` holding the tools whose helper calls are open in the current
     /// context (a tuple of str), set by the call helper.
     open_calls: Option<Py<PyAny>>,
@@ -45,6 +46,19 @@ fn opt<'py>(obj: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> Option<Boun
     obj.getattr(name).ok().filter(|v| !v.is_none())
 }
 
+/// A field of an SDK object by its private slot when it has one (`_attributes`, `_events`:
+/// the SDK's public properties copy or wrap them on every access), else by its public name.
+fn field<'py>(
+    obj: &Bound<'py, PyAny>,
+    private: &Bound<'py, PyString>,
+    public: &Bound<'py, PyString>,
+) -> Option<Bound<'py, PyAny>> {
+    match obj.getattr(private) {
+        Ok(v) => (!v.is_none()).then_some(v),
+        Err(_) => opt(obj, public),
+    }
+}
+
 /// A span context's id (`context.span_id`, `parent.span_id`).
 fn id_of(ctx: Option<Bound<'_, PyAny>>) -> u64 {
     let py_id = |c: &Bound<'_, PyAny>| -> Option<u64> {
@@ -65,19 +79,23 @@ fn time_of(value: Option<Bound<'_, PyAny>>) -> SystemTime {
         })
 }
 
-/// The pairs of an attribute mapping (a dict, a `MappingProxyType`, `BoundedAttributes`).
-fn pairs<'py>(
-    mapping: Option<Bound<'py, PyAny>>,
-    out: &mut Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
-) -> PyResult<()> {
-    let Some(mapping) = mapping else {
+/// The pairs of an attribute mapping: the SDK's `BoundedAttributes` by its inner dict (its
+/// own iteration is Python code taking a lock per item), a dict directly, any other mapping
+/// through `.items()`.
+fn pairs<'py>(mapping: Option<Bound<'py, PyAny>>, out: &mut Pairs<'py>) -> PyResult<()> {
+    let Some(mut mapping) = mapping else {
         return Ok(());
     };
+    let py = mapping.py();
+    if !mapping.is_instance_of::<PyDict>() {
+        if let Some(inner) = opt(&mapping, intern!(py, "_dict")) {
+            mapping = inner;
+        }
+    }
     if let Ok(dict) = mapping.cast::<PyDict>() {
         out.extend(dict.iter());
         return Ok(());
     }
-    let py = mapping.py();
     for item in mapping.call_method0(intern!(py, "items"))?.try_iter()? {
         let item = item?;
         let pair = item.cast::<PyTuple>()?;
@@ -88,39 +106,104 @@ fn pairs<'py>(
     Ok(())
 }
 
-fn read<'py>(span: &Bound<'py, PyAny>, with_events: bool) -> PyResult<Raw<'py>> {
-    let py = span.py();
-    let status = match opt(span, intern!(py, "status"))
-        .and_then(|s| opt(&s, intern!(py, "status_code")))
-        .and_then(|c| opt(&c, intern!(py, "value")))
-        .and_then(|v| v.extract::<i64>().ok())
-    {
+/// `StatusCode.OK` and `StatusCode.ERROR` of the OpenTelemetry API, when it is installed: a
+/// span's status code is compared by identity (reading an enum's `.value` runs Python code).
+#[derive(Debug)]
+struct Codes {
+    ok: Py<PyAny>,
+    error: Py<PyAny>,
+}
+
+fn codes(py: Python<'_>) -> Option<Codes> {
+    let code = py
+        .import("opentelemetry.trace.status")
+        .ok()?
+        .getattr("StatusCode")
+        .ok()?;
+    Some(Codes {
+        ok: code.getattr("OK").ok()?.unbind(),
+        error: code.getattr("ERROR").ok()?.unbind(),
+    })
+}
+
+fn status_of(code: Option<Bound<'_, PyAny>>, codes: Option<&Codes>) -> SpanStatus {
+    let Some(code) = code else {
+        return SpanStatus::Unset;
+    };
+    if let Some(c) = codes {
+        if code.is(&c.ok) {
+            return SpanStatus::Ok;
+        }
+        if code.is(&c.error) {
+            return SpanStatus::Error;
+        }
+    }
+    match opt(&code, intern!(code.py(), "value")).and_then(|v| v.extract::<i64>().ok()) {
         Some(1) => SpanStatus::Ok,
         Some(2) => SpanStatus::Error,
         _ => SpanStatus::Unset,
-    };
+    }
+}
+
+fn read<'py>(
+    span: &Bound<'py, PyAny>,
+    with_events: bool,
+    codes: Option<&Codes>,
+) -> PyResult<Raw<'py>> {
+    let py = span.py();
+    let code = field(span, intern!(py, "_status"), intern!(py, "status"))
+        .and_then(|s| field(&s, intern!(py, "_status_code"), intern!(py, "status_code")));
+    let status = status_of(code, codes);
     let mut attributes = Vec::new();
-    pairs(opt(span, intern!(py, "attributes")), &mut attributes)?;
+    pairs(
+        field(span, intern!(py, "_attributes"), intern!(py, "attributes")),
+        &mut attributes,
+    )?;
     let mut events = Vec::new();
     if with_events {
-        if let Some(list) = opt(span, intern!(py, "events")) {
+        if let Some(mut list) = field(span, intern!(py, "_events"), intern!(py, "events")) {
+            // The SDK's `BoundedList` by its deque (its own iteration takes a lock in Python).
+            if let Some(inner) = opt(&list, intern!(py, "_dq")) {
+                list = inner;
+            }
             for event in list.try_iter()? {
                 let event = event?;
-                let name = event.getattr(intern!(py, "name"))?;
+                let name = field(&event, intern!(py, "_name"), intern!(py, "name"))
+                    .unwrap_or_else(|| PyString::new(py, "").into_any());
                 let mut attrs = Vec::new();
-                pairs(opt(&event, intern!(py, "attributes")), &mut attrs)?;
+                pairs(
+                    field(
+                        &event,
+                        intern!(py, "_attributes"),
+                        intern!(py, "attributes"),
+                    ),
+                    &mut attrs,
+                )?;
                 events.push((name, attrs));
             }
         }
     }
     Ok(Raw {
-        name: span.getattr(intern!(py, "name"))?,
-        scope: opt(span, intern!(py, "instrumentation_scope"))
-            .and_then(|s| opt(&s, intern!(py, "name"))),
-        span_id: id_of(opt(span, intern!(py, "context"))),
-        parent_id: id_of(opt(span, intern!(py, "parent"))),
-        start: time_of(opt(span, intern!(py, "start_time"))),
-        end: time_of(opt(span, intern!(py, "end_time"))),
+        name: field(span, intern!(py, "_name"), intern!(py, "name"))
+            .unwrap_or_else(|| PyString::new(py, "").into_any()),
+        scope: field(
+            span,
+            intern!(py, "_instrumentation_scope"),
+            intern!(py, "instrumentation_scope"),
+        )
+        .and_then(|s| field(&s, intern!(py, "_name"), intern!(py, "name"))),
+        span_id: id_of(field(span, intern!(py, "_context"), intern!(py, "context"))),
+        parent_id: id_of(field(span, intern!(py, "_parent"), intern!(py, "parent"))),
+        start: time_of(field(
+            span,
+            intern!(py, "_start_time"),
+            intern!(py, "start_time"),
+        )),
+        end: time_of(field(
+            span,
+            intern!(py, "_end_time"),
+            intern!(py, "end_time"),
+        )),
         status,
         attributes,
         events,
@@ -189,6 +272,7 @@ impl SpanFeed {
     #[new]
     #[pyo3(signature = (registry, *, strict = false, caller_errors = None, open_calls = None))]
     fn new(
+        py: Python<'_>,
         registry: &Bound<'_, Registry>,
         strict: bool,
         caller_errors: Option<Vec<String>>,
@@ -201,6 +285,7 @@ impl SpanFeed {
         }
         Self {
             feed: builder.build(),
+            codes: codes(py),
             open_calls,
         }
     }
@@ -211,7 +296,7 @@ impl SpanFeed {
     /// span's end).
     fn on_end(&self, span: &Bound<'_, PyAny>) {
         let py = span.py();
-        let Ok(raw) = read(span, true) else {
+        let Ok(raw) = read(span, true, self.codes.as_ref()) else {
             return;
         };
         let open = self
@@ -230,7 +315,7 @@ impl SpanFeed {
 
     /// The tool a span (finished or live) is a call of by the conventions, or `None`.
     fn tool_name(&self, span: &Bound<'_, PyAny>) -> Option<String> {
-        let raw = read(span, false).ok()?;
+        let raw = read(span, false, self.codes.as_ref()).ok()?;
         self.feed.tool_name(&finished(&raw))
     }
 

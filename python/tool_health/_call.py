@@ -179,7 +179,7 @@ class ToolCall:
 
     def __init__(
         self,
-        registry: _core.Registry,
+        registry: Registry,
         tool: str,
         timeout: float | None = None,
         classify: Classify | None = None,
@@ -188,7 +188,7 @@ class ToolCall:
         self._tool = tool
         self._timeout = timeout
         self._classify = classify
-        self._feed: SpanFeed | None = getattr(registry, "_feed", None)
+        self._feed: SpanFeed | None = registry._feed
         self._open: Token[tuple[str, ...]] | None = None
         self._deadline: _Deadline | None = None
         self.permit: Permit | None = None
@@ -216,7 +216,7 @@ class ToolCall:
         if feed is not None:
             _claim(feed, self._tool, "probe" if self.permit.is_probe else "allowed")
             # Spans of this tool that end inside the call are part of it.
-            var: ContextVar[tuple[str, ...]] | None = getattr(self._registry, "_open", None)
+            var = self._registry._open
             if var is not None:
                 self._open = var.set((*var.get(), self._tool))
 
@@ -240,7 +240,10 @@ class ToolCall:
         self.timed_out = timed_out or (outcome == "success" and self.outcome == "failure")
 
     def __enter__(self) -> ToolCall:
-        self._gate()
+        if self._feed is None:
+            self.permit = self._registry._begin(self._tool)
+        else:
+            self._gate()
         return self
 
     def __exit__(
@@ -249,6 +252,10 @@ class ToolCall:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> Literal[False]:
+        if exc is None and self._timeout is None and self._open is None and self.permit is not None:
+            # The common case in two calls: a success, no timeout, no span bookkeeping.
+            self.outcome = self._registry._finish(self.permit, "success")
+            return False
         self._settle(exc)
         return False
 
@@ -342,7 +349,8 @@ class Registry(_core.Registry):
         recorded as a failure when it ends. Either way a timeout is a failure of the tool
         (``error.type`` = ``timeout``). `classify` says how an exception counts.
         """
-        _check_timeout(timeout)
+        if timeout is not None:
+            _check_timeout(timeout)
         return ToolCall(self, tool, timeout, classify)
 
     @overload
@@ -402,6 +410,16 @@ class Registry(_core.Registry):
                 @functools.wraps(func)
                 async def acall(*args: object, **kwargs: object) -> object:
                     try:
+                        if timeout is None and self._feed is None:
+                            # No deadline, no span bookkeeping: the gate and the record alone.
+                            permit = self._begin(tool)
+                            try:
+                                result = await afunc(*args, **kwargs)
+                            except BaseException as exc:
+                                self._finish(permit, *_classified(exc, classify))
+                                raise
+                            self._finish(permit, "success")
+                            return result
                         async with ToolCall(self, tool, timeout, classify):
                             return await afunc(*args, **kwargs)
                     except Refused as refused:
@@ -414,6 +432,17 @@ class Registry(_core.Registry):
             @functools.wraps(func)
             def call(*args: object, **kwargs: object) -> object:
                 try:
+                    if self._feed is None:
+                        # No span bookkeeping: the gate and the record alone (a sync call's
+                        # timeout is checked by the record, from the registry's clock).
+                        permit = self._begin(tool)
+                        try:
+                            result = func(*args, **kwargs)
+                        except BaseException as exc:
+                            self._finish(permit, *_classified(exc, classify))
+                            raise
+                        self._finish(permit, "success", None, timeout)
+                        return result
                     with ToolCall(self, tool, timeout, classify):
                         return func(*args, **kwargs)
                 except Refused as refused:

@@ -63,7 +63,9 @@ def test_no_rust_allocation_grows_with_the_calls(tmp_path: Path) -> None:
         pytest.skip("valgrind is missing")
     few, many = rust_allocations(100, tmp_path), rust_allocations(300, tmp_path)
     grown = {site: many[site] - few.get(site, 0) for site in many if many[site] > few.get(site, 0)}
-    assert not grown, "Rust allocations per call:\n" + "\n".join(
+    stripped = any("???" in site for site in grown)
+    hint = "\n(symbols stripped: build with `strip = false` in pyproject.toml to name them)" if stripped else ""
+    assert not grown, hint + "\nRust allocations per call:\n" + "\n".join(
         f"  {count / 200:g} per round of the hot paths: {site}"
         for site, count in sorted(grown.items(), key=lambda kv: -kv[1])
     )

@@ -1,7 +1,8 @@
-"""Runs each hot path of tool_health `n` times after warming up, for test_rust_allocations.py
+"""Runs the hot paths of tool_health `n` times after warming up, for test_rust_allocations.py
 (run under valgrind's DHAT, which counts every heap allocation and where it came from).
 
-    python hot_paths.py N
+    python hot_paths.py calls N   # the gate, the records, the call helper, the decorators
+    python hot_paths.py spans N   # the span processor on a tool span and on another span
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def spans() -> tuple[object, object]:
     return tool_span, model_span
 
 
-def main(n: int) -> None:
+def main(group: str, n: int) -> None:
     registry = Registry(tools=[TOOL])
     clock = ManualClock()
     tripped = Registry(clock=clock)
@@ -60,7 +61,7 @@ def main(n: int) -> None:
         for _ in range(k):
             await adecorated()
 
-    def paths(k: int) -> None:
+    def calls(k: int) -> None:
         for _ in range(k):
             permit = check(TOOL)
             if permit is not None:
@@ -81,14 +82,17 @@ def main(n: int) -> None:
         for _ in range(k):
             tripped.check(TOOL)  # refused: None
             tripped.is_available(TOOL)
+
+    def spans_(k: int) -> None:
         for _ in range(k):
             processor.on_end(tool_span)  # type: ignore[arg-type]
             processor.on_end(model_span)  # type: ignore[arg-type]
 
+    paths = calls if group == "calls" else spans_
     paths(20)  # first sights, caches, warm-up
     paths(n)
     loop.close()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(sys.argv[1], int(sys.argv[2]))

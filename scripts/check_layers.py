@@ -29,7 +29,7 @@ LAYERS = [
     ["registry"],
     ["router", "call_helper"],
     ["infer"],
-    ["layer", "span_processor"],
+    ["layer", "span_processor", "span_feed"],
     ["mcp", "fleet"],
     ["metrics"],
     ["otlp", "status"],

@@ -458,20 +458,14 @@ impl Convention {
 
     /// Whether this convention can be matched without `tracing` metadata (it has no
     /// [`filter`](Self::filter)): the span processor's conventions.
-    #[cfg_attr(
-        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
     pub(crate) fn has_filter(&self) -> bool {
         self.filter.is_some()
     }
 
     /// Whether a tool name comes from `otel.name` (which an OpenTelemetry span carries as its
     /// name, in place of the static one).
-    #[cfg_attr(
-        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
     pub(crate) fn names_from_otel_name(&self) -> bool {
         self.tool_name.iter().any(|s| s.field == semconv::OTEL_NAME)
     }

@@ -2,8 +2,8 @@
 //! records — conventions, classification, late verdicts and nested calls exactly as the layer
 //! runs them. Every feed of such spans adapts its own span to `SpanView` and calls
 //! [`SpanCore::on_end`]: each SDK version's span processor (`crate::span_processor`), the OTLP
-//! receiver (`crate::receiver`) for other processes' spans. It lives below both, so each feed
-//! goes down only.
+//! receiver (`crate::receiver`) for other processes' spans, the span feed (`crate::span_feed`)
+//! for spans made outside the crate. It lives below all of them, so each feed goes down only.
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,57 +28,7 @@ fn name_hash(name: &str) -> u64 {
     })
 }
 
-/// An attribute value, as the SDKs' `Value`s are read.
-#[derive(Clone, Copy)]
-pub(crate) enum Val<'a> {
-    Str(&'a str),
-    I64(i64),
-    F64(f64),
-    Bool(bool),
-    /// Anything else, by its `Debug` form.
-    Other(&'a dyn fmt::Debug),
-}
-
-/// An OpenTelemetry span's status.
-pub(crate) enum SpanStatus {
-    Unset,
-    Ok,
-    Error,
-}
-
-/// Key-value pairs, whatever the SDK version.
-pub(crate) trait Attributes {
-    /// Every pair, in order.
-    fn each(&self, f: &mut dyn FnMut(&str, Val<'_>));
-    /// The first value of `key`.
-    fn get(&self, key: &str) -> Option<Val<'_>>;
-}
-
-/// A span event, whatever the SDK version.
-pub(crate) trait EventView: Attributes {
-    fn name(&self) -> &str;
-}
-
-/// A finished OpenTelemetry span, whatever the SDK version.
-pub(crate) trait SpanView: Attributes {
-    fn name(&self) -> &str;
-    fn scope(&self) -> &str;
-    fn span_id(&self) -> u64;
-    fn parent_id(&self) -> u64;
-    fn start(&self) -> SystemTime;
-    fn end(&self) -> SystemTime;
-    fn status(&self) -> SpanStatus;
-    /// Each event, in order.
-    fn events(&self, f: &mut dyn FnMut(&dyn EventView));
-}
-
-/// A string attribute's value.
-fn str_of<'a>(attrs: &'a dyn Attributes, key: &str) -> Option<&'a str> {
-    match attrs.get(key)? {
-        Val::Str(s) => Some(s),
-        _ => None,
-    }
-}
+pub(crate) use super::span_view::{str_of, Attributes, EventView, SpanStatus, SpanView, Val};
 
 /// When a span from another process ran, on this registry's clock: its age on arrival (the
 /// receiver's wall clock minus the span's timestamps) taken back from the registry's reading
@@ -93,7 +43,6 @@ pub(crate) struct Arrival {
 
 impl Arrival {
     /// Now, on both clocks.
-    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn now(registry: &ToolHealthRegistry) -> Self {
         Self {
             wall: SystemTime::now(),
@@ -284,6 +233,19 @@ impl SpanCore {
         ))
     }
 
+    /// The tool a span (finished or not) is a call of by its name, scope and attributes, with
+    /// nothing counted or recorded (a feed asking whether the current span is a tool span).
+    pub(crate) fn tool_name_of(&self, span: &dyn SpanView) -> Option<String> {
+        let (c, _) = self.convention_of(span)?;
+        let mut fields = SpanFields::default();
+        let max = self.registry.max_name_len();
+        fields.read(c, semconv::OTEL_NAME, span.name(), max);
+        span.each(&mut |k, v| read(&mut fields, c, k, v, max));
+        let mut seen = Observed::new(c.completion_marker);
+        seen.apply(fields);
+        seen.tool_name().map(str::to_owned)
+    }
+
     /// What a finished span shows, if it is a tool span.
     fn tool_span(&self, span: &dyn SpanView) -> Option<ToolSpan<'_>> {
         let (c, nests) = self.convention_of(span)?;
@@ -325,6 +287,11 @@ impl SpanCore {
                         with_text(v, |t| e.read(k, t));
                     }
                 }
+                // A refusal raised as an exception (the Python call helper's `Refused`),
+                // recorded by an SDK's `record_exception`.
+                "exception.message" => {
+                    with_text(v, |t| e.refusal |= t.starts_with(crate::REFUSAL_MESSAGE))
+                }
                 "exception.type" if e.error_type.is_none() => {
                     with_text(v, |t| e.error_type = Some(t.to_owned()))
                 }
@@ -347,7 +314,23 @@ impl SpanCore {
     }
 
     /// A span ended (`arrival`: a span of another process, received then).
+    #[cfg_attr(
+        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+        allow(dead_code)
+    )]
     pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
+        self.on_end_skipping(span, arrival, &|_| false)
+    }
+
+    /// [`on_end`](Self::on_end), where a tool span of a tool `recorded` answers true for is
+    /// the caller's own record (a feed's claims): skipped as a span the layer recorded is —
+    /// after it has taken in its nested spans, so they are skipped with it.
+    pub(crate) fn on_end_skipping(
+        &self,
+        span: &dyn SpanView,
+        arrival: Option<&Arrival>,
+        recorded: &dyn Fn(&str) -> bool,
+    ) {
         let _calling_out = CallingOut::enter();
         let mut own = self.tool_span(span);
         if self.elsewhere.is_some() && self.was_recorded_elsewhere(span, own.is_some()) {
@@ -381,10 +364,10 @@ impl SpanCore {
                 hook::tool_hash(tool),
                 registry.now(),
             );
-            if marked || span.get(semconv::GATE_DECISION).is_some() {
+            if marked || span.get(semconv::GATE_DECISION).is_some() || recorded(tool) {
                 // The layer just handled this very call (it closed the tracing span this one
-                // was bridged from), or bound a gate decision to it: one call, one record —
-                // the layer's, which holds the permit.
+                // was bridged from), or bound a gate decision to it, or a feed's caller
+                // records it: one call, one record — the one that holds the permit.
                 return;
             }
         }

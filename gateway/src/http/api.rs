@@ -78,11 +78,11 @@ pub(crate) fn resolve(gw: &Gateway, raw: &str) -> Result<Resolved, Response> {
     if let Some((server, _)) = raw.split_once(tool_health::mcp::KEY_SEPARATOR) {
         return Ok(Resolved {
             key: raw.to_owned(),
-            upstream: gw.upstreams.get(server).cloned(),
+            upstream: gw.upstreams().get(server).cloned(),
         });
     }
     if let Ok((server, tool)) = names::split(raw) {
-        if let Some(u) = gw.upstreams.get(server) {
+        if let Some(u) = gw.upstreams().get(server) {
             return Ok(Resolved {
                 key: crate::upstream::key(server, tool),
                 upstream: Some(Arc::clone(u)),
@@ -115,7 +115,7 @@ fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
         .to_owned();
     let upstream = key
         .split_once(tool_health::mcp::KEY_SEPARATOR)
-        .and_then(|(s, t)| gw.upstreams.get(s).map(|u| (u, t)));
+        .and_then(|(s, t)| gw.upstreams().get(s).cloned().map(|u| (u, t)));
     let tool_refuses = obj.get("available") == Some(&Value::Bool(false));
     let mut refused_by = tool_refuses.then_some("tool");
     match upstream {
@@ -389,20 +389,22 @@ pub(crate) fn server_document(u: &Upstream) -> Value {
 
 /// `GET /v1/servers`: every upstream, its connection and its breaker.
 pub(crate) async fn servers(State(gw): State<Arc<Gateway>>) -> Response {
-    let list: Vec<Value> = gw.upstreams.iter().map(|u| server_document(u)).collect();
+    let list: Vec<Value> = gw.upstreams().iter().map(|u| server_document(u)).collect();
     json(
         StatusCode::OK,
-        &json!({ "servers": list, "hosts": gw.hosts.len() }),
+        &json!({ "servers": list, "hosts": gw.hosts.len(), "reloads": gw.reloads.document() }),
     )
 }
 
 /// `GET /healthz`: the gateway answers (200 while it serves), with how many servers are
 /// connected.
 pub(crate) async fn healthz(State(gw): State<Arc<Gateway>>) -> Response {
-    let total = gw.upstreams.iter().count();
-    let connected = gw.upstreams.iter().filter(|u| u.state().connected).count();
+    let upstreams = gw.upstreams();
+    let total = upstreams.iter().count();
+    let connected = upstreams.iter().filter(|u| u.state().connected).count();
     json(
         StatusCode::OK,
-        &json!({"status": "ok", "servers": total, "servers_connected": connected}),
+        &json!({"status": "ok", "servers": total, "servers_connected": connected,
+                "reloads": gw.reloads.document()}),
     )
 }

@@ -11,6 +11,7 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                            [--control-token-file FILE] [--allow-host HOST]...
                            [--otlp-grpc ADDR] [--forward-traces URL] [--no-watch]
                            [--check]
+       tool-health-gateway --healthcheck URL
 
   --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
                              section (docs/gateway.md)
@@ -29,6 +30,8 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
   --no-watch                 reload the config on SIGHUP only (by default also when the file
                              changes: written, replaced, or its symlink swapped)
   --check                    check the config and exit (0: valid)
+  --healthcheck URL          GET a gateway's http://…/healthz and exit (0: it answered 200):
+                             a health check for images without curl
   --version, --help
 
 The log goes to stderr (TOOL_HEALTH_GATEWAY_LOG or RUST_LOG filter it); OTLP export is on when
@@ -57,6 +60,8 @@ pub(crate) enum Command {
     Run(Args),
     Help,
     Version,
+    /// `--healthcheck URL`: one GET of a gateway's `/healthz` (`healthcheck.rs`).
+    Healthcheck(String),
 }
 
 /// `8080`, `:8080`, `localhost:8080`, `127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`.
@@ -124,6 +129,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             }
             "--help" | "-h" => return Ok(Command::Help),
             "--version" | "-V" => return Ok(Command::Version),
+            "--healthcheck" => return Ok(Command::Healthcheck(value("--healthcheck")?)),
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
     }
@@ -186,6 +192,11 @@ mod tests {
             .contains("--listen"));
         assert!(args("--config x --bogus").unwrap_err().contains("--bogus"));
         assert_eq!(args("--help").unwrap(), Command::Help);
+        assert_eq!(
+            args("--healthcheck http://127.0.0.1:8080/healthz").unwrap(),
+            Command::Healthcheck("http://127.0.0.1:8080/healthz".into())
+        );
+        assert!(args("--healthcheck").unwrap_err().contains("--healthcheck"));
         let Command::Run(a) =
             args("--config x --no-stdio --otlp-grpc 4317 --forward-traces http://c:4318/v1/traces")
                 .unwrap()

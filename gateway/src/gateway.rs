@@ -28,6 +28,8 @@ pub(crate) struct Gateway {
     pub(crate) status: Status,
     pub(crate) fleet: Option<Fleet>,
     pub(crate) probes: Probes,
+    /// The hosts' spans of the calls served (see `server/served.rs`).
+    pub(crate) served: Arc<crate::server::served::ServedSpans>,
     pub(crate) token: Option<Token>,
     pub(crate) max_message_bytes: usize,
     /// The config's secrets, masked in the log and in answers (a reload adds its own).
@@ -96,15 +98,30 @@ impl Gateway {
             }
             tracing::info!(replica = %fleet.replica_id(), "fleet mode on: breaker decisions are shared with the other replicas");
         }
-        let mut status = tool_health::status::builder(Arc::clone(&registry)).prometheus(prometheus);
+        let hosts = Hosts::new();
+        let shutdown = CancellationToken::new();
+        let servers = Supervised::new(&config.servers, &registry, &hosts, secrets, &shutdown);
+        // The servers are the status page's groups: each shown with its connection and
+        // breaker, and a tool its server refuses shown as refused — the set as it is now,
+        // whatever reloads changed.
+        if let Some(m) = prometheus.meter() {
+            crate::telemetry::publish_servers(&m, servers.view());
+        }
+        if let Some(meter) = meter {
+            crate::telemetry::publish_servers(meter, servers.view());
+        }
+        let view = servers.view();
+        let mut status = tool_health::status::builder(Arc::clone(&registry))
+            .prometheus(prometheus)
+            .groups("server", move || {
+                view.now().iter().map(|u| u.group()).collect()
+            });
         if let Some(t) = &token {
             status = status.control_token(t.expose());
         }
         let status = status.build().map_err(|e| e.to_string())?;
-        let hosts = Hosts::new();
-        let shutdown = CancellationToken::new();
         let tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
-        let servers = Supervised::start(&config.servers, &registry, &hosts, secrets, &shutdown);
+        servers.supervise();
         Ok(Arc::new(Self {
             registry,
             servers,
@@ -112,6 +129,7 @@ impl Gateway {
             status,
             fleet,
             probes: Probes::default(),
+            served: Arc::default(),
             token,
             max_message_bytes: config.health.max_message_bytes,
             secrets: Arc::clone(secrets),

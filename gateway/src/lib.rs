@@ -20,6 +20,7 @@
 //! | `telemetry` | the log (stderr, secrets masked) and OTLP export |
 //! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP reloads |
 //! | `reload` | the config reloaded on SIGHUP and when its file changes |
+//! | `healthcheck` | `--healthcheck URL`: the container image's health check |
 //! | `gateway` | the assembled state |
 //!
 //! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
@@ -28,6 +29,7 @@
 mod cli;
 mod config;
 mod gateway;
+mod healthcheck;
 mod http;
 mod names;
 mod reload;
@@ -66,6 +68,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             println!("tool-health-gateway {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Ok(cli::Command::Healthcheck(url)) => return healthcheck::run(&url),
         Err(e) => {
             eprintln!("tool-health-gateway: {e}");
             return ExitCode::from(2);
@@ -203,7 +206,17 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
     // Agents' traces (issue 23): OTLP/HTTP at /v1/traces with --listen, OTLP/gRPC with
     // --otlp-grpc, into the same registry as the MCP calls.
     let receiver = if args.listen.is_some() || args.otlp_grpc.is_some() {
-        let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry));
+        // An agent's span naming a gateway tool (`py__add`) feeds that tool's breaker
+        // (`py/add`), as the API resolves it: one name, one breaker.
+        let servers: std::collections::HashSet<String> =
+            config.servers.iter().map(|s| s.name.clone()).collect();
+        let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry))
+            .map_tool_names(move |name| names::key_of(name, |s| servers.contains(s)))
+            // A host's spans of calls the gateway served (and recorded) count once.
+            .recorded_elsewhere({
+                let served = Arc::clone(&gw.served);
+                move |span| served.contains(span)
+            });
         if let Some(url) = &args.forward_traces {
             b = b.forward_to(url.clone());
         }

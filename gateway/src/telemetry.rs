@@ -27,6 +27,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::Layer as _;
 
 use crate::config::Secrets;
+use crate::upstream::View;
 
 /// The log filter when no variable sets one. rmcp's own log is off: the gateway says every
 /// failure of a connection in its words, where rmcp's repeats it with its structs dumped
@@ -119,4 +120,47 @@ pub(crate) fn init(
     };
     installed.map_err(|e| format!("the log: {e}"))?;
     Ok(guard)
+}
+
+/// Publishes each server's connection on `meter`, beside the library's breaker series
+/// (`tool_health.server.breaker.state`): `tool_health.server.connected` (1 or 0) and
+/// `tool_health.server.restarts` (how many times it was started again), attribute
+/// `mcp.server.name`. A server that never connected is a series too (0): it is not invisible.
+/// The servers are those of the set at each collection (`servers`: a reload changes it).
+pub(crate) fn publish_servers(meter: &opentelemetry::metrics::Meter, servers: View) {
+    let each = move |f: &mut dyn FnMut(&str, &crate::upstream::State)| {
+        for u in servers.now().iter() {
+            f(&u.name, &u.state());
+        }
+    };
+    let each = Arc::new(each);
+    let connected = Arc::clone(&each);
+    meter
+        .i64_observable_gauge("tool_health.server.connected")
+        .with_unit("1")
+        .with_description("MCP server connected: 1 while connected, 0 otherwise")
+        .with_callback(move |obs| {
+            connected(&mut |name, state| {
+                let attrs = [opentelemetry::KeyValue::new(
+                    "mcp.server.name",
+                    name.to_owned(),
+                )];
+                obs.observe(i64::from(state.connected), &attrs);
+            });
+        })
+        .build();
+    meter
+        .u64_observable_counter("tool_health.server.restarts")
+        .with_unit("{restart}")
+        .with_description("Times the MCP server was started (or connected) again")
+        .with_callback(move |obs| {
+            each(&mut |name, state| {
+                let attrs = [opentelemetry::KeyValue::new(
+                    "mcp.server.name",
+                    name.to_owned(),
+                )];
+                obs.observe(state.starts.saturating_sub(1), &attrs);
+            });
+        })
+        .build();
 }

@@ -129,6 +129,13 @@ pub(crate) enum Feed {
 /// duration, its tool's hash, and when it ran (a remote span's times).
 type Waiting = (Observed, Duration, u64, Option<CallTimes>);
 
+/// How a feed maps a span's tool name to the registry key its call is recorded under (`None`:
+/// the name itself).
+pub(crate) type KeyMap = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Whether a span (by its id) is of a call its feed's application recorded another way.
+pub(crate) type RecordedElsewhere = Arc<dyn Fn(u64) -> bool + Send + Sync>;
+
 /// What every processor version (and the OTLP receiver) shares.
 pub(crate) struct SpanCore {
     registry: Arc<ToolHealthRegistry>,
@@ -140,7 +147,17 @@ pub(crate) struct SpanCore {
     /// spans inside `execute_tool`), waiting for their parent: one call, one record.
     nested: Deferred<Waiting>,
     feed: Feed,
+    /// The receiver's map from span tool names to registry keys.
+    keys: Option<KeyMap>,
+    /// The receiver's spans of calls recorded another way.
+    elsewhere: Option<RecordedElsewhere>,
+    /// The parents of such spans seen lately (the caller's tool span around its transport's
+    /// span: the same call), at most [`ELSEWHERE_PARENTS`].
+    elsewhere_parents: std::sync::Mutex<std::collections::VecDeque<u64>>,
 }
+
+/// How many parents of spans recorded elsewhere are remembered for their own end.
+const ELSEWHERE_PARENTS: usize = 1024;
 
 impl fmt::Debug for SpanCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -202,6 +219,8 @@ impl SpanCore {
         classifier: Option<Arc<dyn OutcomeClassifier>>,
         default_classifier: DefaultClassifier,
         feed: Feed,
+        keys: Option<KeyMap>,
+        elsewhere: Option<RecordedElsewhere>,
     ) -> Arc<Self> {
         let mut conventions = conventions;
         conventions.truncate(MAX_CONVENTIONS);
@@ -221,6 +240,9 @@ impl SpanCore {
             late: Deferred::new(),
             nested: Deferred::new(),
             feed,
+            keys,
+            elsewhere,
+            elsewhere_parents: std::sync::Mutex::default(),
         });
         if feed == Feed::InProcess {
             // The layer marks its records only for an in-process processor to skip.
@@ -328,6 +350,11 @@ impl SpanCore {
     pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
         let _calling_out = CallingOut::enter();
         let mut own = self.tool_span(span);
+        if self.elsewhere.is_some() && self.was_recorded_elsewhere(span, own.is_some()) {
+            if let Some(own) = own.as_mut() {
+                own.seen.recorded_elsewhere = true;
+            }
+        }
         if !self.late.is_idle() {
             self.parent_ended(span);
         }
@@ -361,6 +388,14 @@ impl SpanCore {
                 return;
             }
         }
+        if self.feed == Feed::Remote
+            && str_of(span, semconv::REGISTRY_ID) == Some(registry.instance_id())
+        {
+            // This very registry gated the call and recorded it where it ran: its span came
+            // back (a process exporting its own spans to its own receiver, directly or
+            // through a collector). One call, one record.
+            return;
+        }
         if seen.refused {
             return;
         }
@@ -373,7 +408,7 @@ impl SpanCore {
         if nests && parent != 0 {
             // Wait for the parent: inside a tool span of the same tool, it is that call.
             let now = registry.now();
-            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.nested.batch();
             let key = span.span_id();
             match self
@@ -400,7 +435,7 @@ impl SpanCore {
         let outcome = self.classify(&seen, tool);
         if c.late_failure.is_some() && outcome == Some(CallOutcome::Success) && parent != 0 {
             let now = registry.now();
-            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.late.batch();
             if self
                 .late
@@ -416,6 +451,48 @@ impl SpanCore {
             return;
         }
         self.record(&seen, tool, outcome, duration, times);
+    }
+
+    /// Whether `span`'s call was recorded where it was served: the span is one the application
+    /// named (the caller's span whose trace context came with the call, often its transport's
+    /// — an MCP client's `tools/call`, not itself a tool span here), or a tool span around
+    /// one (the caller's own span of that call: it ends after its child). Nothing more is
+    /// recorded for either.
+    fn was_recorded_elsewhere(&self, span: &dyn SpanView, is_tool: bool) -> bool {
+        let Some(elsewhere) = &self.elsewhere else {
+            return false;
+        };
+        let mut parents = self
+            .elsewhere_parents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if elsewhere(span.span_id()) {
+            if span.parent_id() != 0 {
+                if parents.len() >= ELSEWHERE_PARENTS {
+                    parents.pop_front();
+                }
+                parents.push_back(span.parent_id());
+            }
+            return true;
+        }
+        if !is_tool {
+            return false;
+        }
+        match parents.iter().position(|&p| p == span.span_id()) {
+            Some(i) => {
+                parents.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The registry key a call of `tool` is recorded under.
+    fn key<'a>(&self, tool: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.keys.as_ref().and_then(|f| f(tool)) {
+            Some(key) => std::borrow::Cow::Owned(key),
+            None => std::borrow::Cow::Borrowed(tool),
+        }
     }
 
     fn classify(&self, seen: &Observed, tool: &str) -> Option<CallOutcome> {
@@ -437,7 +514,12 @@ impl SpanCore {
         let Some(outcome) = outcome else {
             return; // no call was made
         };
+        if seen.recorded_elsewhere {
+            return;
+        }
         let facts = seen.facts(tool);
+        let key = self.key(tool);
+        let tool: &str = &key;
         let mut report = CallReport::new(outcome, duration);
         report.error_type = facts.error_type;
         report.retry_after = seen.retry_hint();
@@ -497,27 +579,19 @@ impl SpanCore {
         if !self.nested.has_parent(key) {
             return;
         }
-        loop {
-            let mut out = self.nested.batch();
-            self.nested.moved_on(key, true, &mut out);
-            let more = out.maybe_more();
-            for ((mut child, duration, _, times), _, _) in out.drain() {
-                hook::deferred_add(-1);
-                let same_tool = child.tool_name().map(name_hash);
-                match own.as_deref_mut() {
-                    Some(parent) if same_tool == Some(parent.hash) => {
-                        parent.seen.absorb(&mut child)
-                    }
-                    _ => {
-                        if let Some(tool) = child.tool_name() {
-                            let outcome = self.classify(&child, tool);
-                            self.record(&child, tool, outcome, duration, times);
-                        }
+        let mut out = self.nested.batch();
+        self.nested.moved_on(key, true, &mut out);
+        for ((mut child, duration, _, times), _, _) in out.drain() {
+            hook::deferred_add(-1);
+            let same_tool = child.tool_name().map(name_hash);
+            match own.as_deref_mut() {
+                Some(parent) if same_tool == Some(parent.hash) => parent.seen.absorb(&mut child),
+                _ => {
+                    if let Some(tool) = child.tool_name() {
+                        let outcome = self.classify(&child, tool);
+                        self.record(&child, tool, outcome, duration, times);
                     }
                 }
-            }
-            if !more {
-                break;
             }
         }
     }
@@ -529,15 +603,9 @@ impl SpanCore {
             if table.is_idle() {
                 continue;
             }
-            loop {
-                let mut out = table.batch();
-                table.flush_due(now, &mut out);
-                let more = out.maybe_more();
-                self.record_resolved(out);
-                if !more {
-                    break;
-                }
-            }
+            let mut out = table.batch();
+            table.flush_due(now, &mut out);
+            self.record_resolved(out);
         }
     }
 
@@ -567,15 +635,9 @@ impl SpanCore {
     #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn flush_all(&self) {
         for table in [&self.late, &self.nested] {
-            loop {
-                let mut out = table.batch();
-                table.flush_due(Duration::MAX, &mut out);
-                let more = out.maybe_more();
-                self.record_resolved(out);
-                if !more {
-                    break;
-                }
-            }
+            let mut out = table.batch();
+            table.flush_due(Duration::MAX, &mut out);
+            self.record_resolved(out);
         }
     }
 

@@ -158,6 +158,8 @@ impl Builder {
             self.classifier.map(|c| c.0),
             self.default_classifier,
             Feed::InProcess,
+            None,
+            None,
         )
     }
 }

@@ -81,13 +81,14 @@ pub(crate) fn resolve(gw: &Gateway, raw: &str) -> Result<Resolved, Response> {
             upstream: gw.upstreams().get(server).cloned(),
         });
     }
-    if let Ok((server, tool)) = names::split(raw) {
-        if let Some(u) = gw.upstreams().get(server) {
-            return Ok(Resolved {
-                key: crate::upstream::key(server, tool),
-                upstream: Some(Arc::clone(u)),
-            });
-        }
+    if let Some(key) = names::key_of(raw, |s| gw.upstreams().get(s).is_some()) {
+        let server = key
+            .split_once(tool_health::mcp::KEY_SEPARATOR)
+            .map_or("", |(s, _)| s);
+        return Ok(Resolved {
+            upstream: gw.upstreams().get(server).cloned(),
+            key,
+        });
     }
     Ok(Resolved {
         key: raw.to_owned(),
@@ -105,62 +106,44 @@ fn ms(d: Duration) -> Value {
     }
 }
 
-/// Adds the gateway's fields to a tool object of the status JSON: `name` and `server`, and
-/// `available` / `retry_after_ms` / `refused_by` with the server's breaker counted in.
+/// Adds the gateway's fields to a tool object of the status JSON: `name` (as hosts see it)
+/// and `server`. `available`, `retry_after_ms` and `refused_by` already count the server's
+/// breaker in: the servers are the status page's groups (`crate::gateway::server_groups`).
 fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
-    let key = obj
-        .get("tool")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let key = obj.get("tool").and_then(Value::as_str).unwrap_or("");
     let upstream = key
         .split_once(tool_health::mcp::KEY_SEPARATOR)
         .and_then(|(s, t)| gw.upstreams().get(s).cloned().map(|u| (u, t)));
-    let tool_refuses = obj.get("available") == Some(&Value::Bool(false));
-    let mut refused_by = tool_refuses.then_some("tool");
-    match upstream {
-        Some((u, tool)) => {
-            obj.insert(
-                "name".into(),
-                names::shown(&u.name, tool).map_or(Value::Null, Value::from),
-            );
-            obj.insert("server".into(), Value::from(&*u.name));
-            if let Some(wait) = u.refused_for() {
-                let tool_wait = obj.get("retry_after_ms").and_then(Value::as_u64);
-                let server_ms = ms(wait);
-                let longest = match (server_ms.as_u64(), tool_wait) {
-                    (Some(s), Some(t)) => Value::from(s.max(t)),
-                    (Some(s), None) if !tool_refuses => Value::from(s),
-                    _ => Value::Null,
-                };
-                obj.insert("available".into(), Value::Bool(false));
-                obj.insert("retry_after_ms".into(), longest);
-                refused_by = Some("server");
-            }
-        }
-        None => {
-            obj.insert("name".into(), Value::Null);
-            obj.insert("server".into(), Value::Null);
-        }
-    }
-    obj.insert(
-        "refused_by".into(),
-        refused_by.map_or(Value::Null, Value::from),
-    );
+    let (name, server) = match upstream {
+        Some((u, tool)) => (
+            names::shown(&u.name, tool).map_or(Value::Null, Value::from),
+            Value::from(&*u.name),
+        ),
+        None => (Value::Null, Value::Null),
+    };
+    obj.insert("name".into(), name);
+    obj.insert("server".into(), server);
 }
 
 /// One tool's document: the status object (augmented) when tracked, else a fresh one.
 pub(crate) fn tool_document(gw: &Gateway, key: &str) -> Value {
     let mut doc = match gw.status.tool_json(key) {
         Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
-        None => json!({
-            "tool": key,
-            "tracked": false,
-            "state": "closed",
-            "breaker": "closed",
-            "available": true,
-            "retry_after_ms": null,
-        }),
+        None => {
+            // Never tracked: only its server's breaker can refuse it.
+            let refused = key
+                .split_once(tool_health::mcp::KEY_SEPARATOR)
+                .and_then(|(s, _)| gw.upstreams().get(s).and_then(|u| u.refused_for()));
+            json!({
+                "tool": key,
+                "tracked": false,
+                "state": "closed",
+                "breaker": "closed",
+                "available": refused.is_none(),
+                "retry_after_ms": refused.map_or(Value::Null, ms),
+                "refused_by": refused.map(|_| "server"),
+            })
+        }
     };
     if let Some(obj) = doc.as_object_mut() {
         obj.entry("tracked").or_insert(Value::Bool(true));

@@ -15,6 +15,8 @@
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
 pub(crate) mod notify;
+pub(crate) mod progress;
+pub(crate) mod served;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
@@ -24,8 +26,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -143,7 +145,36 @@ impl ServerHandler for GatewayServer {
             ));
         };
         let tool = tool.to_owned();
-        let call = upstream.call(&tool, request);
+        // The host's span of this call, when it says which: recorded here, so its own export
+        // of it must not count again (`served.rs`).
+        if let Some(parent) = context
+            .meta
+            .get_traceparent()
+            .or_else(|| request.traceparent())
+        {
+            self.gw.served.served(parent);
+        }
+        // Progress the host asked for goes back to it, under its own token (`progress.rs`).
+        let host_token = context
+            .meta
+            .get_progress_token()
+            .or_else(|| request.progress_token());
+        let route = host_token.as_ref().map(|_| upstream.progress.route());
+        let tell = route
+            .as_ref()
+            .zip(host_token)
+            .map(|(r, token)| r.tell(context.peer.clone(), token));
+        let call = async {
+            let r = upstream.call(&tool, request, tell).await;
+            if route.is_some() {
+                // The upstream's last progress came before its answer, each to a task of its
+                // own: let them go out to the host first.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            r
+        };
         tokio::select! {
             r = call => r.map(|mut result| {
                 // An upstream of an older protocol answers without `resultType`; a host on

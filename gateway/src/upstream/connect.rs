@@ -7,7 +7,7 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Weak};
 
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -40,6 +40,17 @@ impl ClientHandler for UpstreamHandler {
             ClientCapabilities::default(),
             Implementation::new("tool-health-gateway", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    /// Progress of a call a host asked it for: back to that host, under its own token.
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            upstream.progress.forward(params).await;
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

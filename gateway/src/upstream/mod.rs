@@ -55,11 +55,12 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 use crate::config::{Launch, Secrets, ServerConfig};
 use crate::names;
 use crate::server::notify::Hosts;
+use crate::server::progress::ProgressRoutes;
 
 use listing::Listed;
 pub(crate) use listing::LIST_WAIT;
 use reload::InFlight;
-pub(crate) use set::{Supervised, Upstreams};
+pub(crate) use set::{Supervised, Upstreams, View};
 
 /// A call to an upstream that is not connected waits for a (re)connection under way, or due
 /// within this long; otherwise it is answered at once.
@@ -94,6 +95,8 @@ pub(crate) struct Upstream {
     listing: AtomicBool,
     /// A listing succeeded at least once.
     listed_ok: AtomicBool,
+    /// The calls in flight whose host asked for progress.
+    pub(crate) progress: Arc<ProgressRoutes>,
     /// Calls and listings under way on a connection (a restart or a removal drains them).
     busy: InFlight,
     /// A reload gave it a new launch: the supervisor restarts it.
@@ -205,6 +208,7 @@ impl Upstream {
             listed: watch::channel(Listed::default()).0,
             listing: AtomicBool::new(false),
             listed_ok: AtomicBool::new(false),
+            progress: Arc::default(),
             busy: InFlight::default(),
             relaunch: tokio::sync::Notify::new(),
             removed: CancellationToken::new(),
@@ -301,12 +305,33 @@ impl Upstream {
             .and_then(|s| s.retry_after)
     }
 
+    /// The server as the status page shows it: a group of the tools keyed `{server}/…`, with
+    /// its breaker, its connection, restarts and last error.
+    pub(crate) fn group(&self) -> tool_health::status::Group {
+        let state = self.state();
+        let mut g = tool_health::status::Group::new(
+            &*self.name,
+            format!("{}{}", self.name, tool_health::mcp::KEY_SEPARATOR),
+        )
+        .connected(state.connected)
+        .restarts(state.starts.saturating_sub(1))
+        .tools(self.known_count() as u64);
+        if let Some(s) = tool_health::mcp::server_registry(&self.registry).snapshot(&self.name) {
+            g = g.breaker(&s);
+        }
+        if let Some(e) = state.last_error {
+            g = g.last_error(e);
+        }
+        g
+    }
+
     /// Calls `tool` (its own name on this server) through the breakers. Errors are JSON-RPC
     /// errors for the host; everything the model should read is a result.
     pub(crate) async fn call(
         &self,
         tool: &str,
         mut params: CallToolRequestParams,
+        progress: Option<impl FnOnce(&rmcp::model::ProgressToken) + Send + 'static>,
     ) -> Result<CallToolResult, McpError> {
         let shown = format!("{}{}{tool}", self.name, names::SEPARATOR);
         params.name = tool.to_owned().into();
@@ -330,32 +355,36 @@ impl Upstream {
                     return Ok(refused);
                 }
             }
-            let why = self
-                .state()
-                .last_error
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
+            // Why it is not connected is the operator's to read (`/v1/servers`, the log): the
+            // error of a handshake names transport types and URLs no model needs.
             return Ok(soft(format!(
-                "MCP server `{}` is not connected (the gateway is connecting to it{why}); tool \
-                 `{shown}` was not called",
+                "tool `{shown}` was not called: its MCP server `{}` is not connected (the \
+                 gateway is connecting to it); retry in a few seconds",
                 self.name
             )));
         };
         let client = conn.per_tool.get(tool).unwrap_or(&conn.client);
         // Counted until it ends: a reload's restart or removal waits for it (`reload.rs`).
         let _busy = self.busy.enter();
+        let call = async {
+            match progress {
+                Some(tell) => client.call_tool_with_progress(params, tell).await,
+                None => client.call_tool(params).await,
+            }
+        };
         let answer = tokio::select! {
             // First: once cut, the call's future is dropped before the connection closes, so
             // nothing counts it (the client's "cancelled": no verdict).
             biased;
             () = conn.cut.cancelled() => return Ok(soft(self.cut_short(&shown))),
-            r = client.call_tool(params) => r,
+            r = call => r,
         };
         match answer {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(e),
             Err(ServiceError::Timeout { timeout }) => Ok(soft(format!(
-                "tool `{shown}` did not answer within {:.1} s; the gateway gave up on this call",
+                "tool `{shown}` did not answer within {:.1} s: the gateway gave up on this call \
+                 (it may still have run); retry later",
                 timeout.as_secs_f64()
             ))),
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
@@ -363,8 +392,8 @@ impl Upstream {
                 // supervisor reconnects.
                 conn.broken.cancel();
                 Ok(soft(format!(
-                    "MCP server `{}` is not connected (its connection closed; the gateway is \
-                     reconnecting); tool `{shown}` was not called",
+                    "tool `{shown}` was not called: its MCP server `{}` is not connected (its \
+                     connection closed; the gateway is reconnecting); retry in a few seconds",
                     self.name
                 )))
             }

@@ -59,9 +59,21 @@ impl Upstreams {
     }
 }
 
+/// A handle on the set as it is now, for what lives as long as the gateway (metrics
+/// callbacks, the status page's groups): each read sees the set of that moment.
+#[derive(Debug, Clone)]
+pub(crate) struct View(Arc<ArcSwap<Upstreams>>);
+
+impl View {
+    /// The set now.
+    pub(crate) fn now(&self) -> Arc<Upstreams> {
+        self.0.load_full()
+    }
+}
+
 /// The current view of the set, and a supervisor per upstream.
 pub(crate) struct Supervised {
-    current: ArcSwap<Upstreams>,
+    current: View,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     registry: Arc<ToolHealthRegistry>,
     hosts: Arc<Hosts>,
@@ -73,15 +85,15 @@ pub(crate) struct Supervised {
 impl std::fmt::Debug for Supervised {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Supervised")
-            .field("upstreams", &self.current.load())
+            .field("upstreams", &self.current.now())
             .finish_non_exhaustive()
     }
 }
 
 impl Supervised {
-    /// One upstream per entry of `servers`, each with its supervisor started (inside a tokio
-    /// runtime), until `shutdown`.
-    pub(crate) fn start(
+    /// One upstream per entry of `servers`, supervised until `shutdown` once
+    /// [`supervise`](Self::supervise) starts them.
+    pub(crate) fn new(
         servers: &[ServerConfig],
         registry: &Arc<ToolHealthRegistry>,
         hosts: &Arc<Hosts>,
@@ -89,29 +101,37 @@ impl Supervised {
         shutdown: &CancellationToken,
     ) -> Self {
         let set = Self {
-            current: ArcSwap::from_pointee(Upstreams::default()),
+            current: View(Arc::new(ArcSwap::from_pointee(Upstreams::default()))),
             tasks: Mutex::new(Vec::new()),
             registry: Arc::clone(registry),
             hosts: Arc::clone(hosts),
             secrets: Arc::clone(secrets),
             shutdown: shutdown.clone(),
         };
-        let started: Vec<Arc<Upstream>> = servers.iter().map(|s| set.upstream(s)).collect();
-        set.current.store(Arc::new(Upstreams {
-            by_name: started
+        set.current.0.store(Arc::new(Upstreams {
+            by_name: servers
                 .iter()
-                .map(|u| (u.name.to_string(), Arc::clone(u)))
+                .map(|s| (s.name.clone(), set.upstream(s)))
                 .collect(),
         }));
-        for u in started {
-            set.spawn(u);
-        }
         set
+    }
+
+    /// Starts a supervisor for each upstream (inside a tokio runtime).
+    pub(crate) fn supervise(&self) {
+        for u in self.now().iter() {
+            self.spawn(Arc::clone(u));
+        }
     }
 
     /// The set now (a view: a reload swaps it whole).
     pub(crate) fn now(&self) -> Arc<Upstreams> {
-        self.current.load_full()
+        self.current.now()
+    }
+
+    /// A handle on the set as it is at each read.
+    pub(crate) fn view(&self) -> View {
+        self.current.clone()
     }
 
     fn upstream(&self, config: &ServerConfig) -> Arc<Upstream> {
@@ -142,7 +162,7 @@ impl Supervised {
         for u in &added {
             next.insert(u.name.to_string(), Arc::clone(u));
         }
-        self.current.store(Arc::new(Upstreams { by_name: next }));
+        self.current.0.store(Arc::new(Upstreams { by_name: next }));
         for u in &leaving {
             u.remove();
         }

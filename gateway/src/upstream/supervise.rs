@@ -404,7 +404,12 @@ impl Upstream {
         let config = self.config();
         let client = match last.as_ref() {
             Some(old) => old.with_peer(peer),
-            None => ToolHealthClient::new(peer, Arc::clone(&self.registry)).server(&*self.name),
+            None => {
+                let shown = Arc::clone(&self.name);
+                ToolHealthClient::new(peer, Arc::clone(&self.registry))
+                    .server(&*self.name)
+                    .shown_names(move |tool| format!("{shown}{}{tool}", crate::names::SEPARATOR))
+            }
         };
         let client = super::tuned(client, &config);
         *last = Some(client.clone());

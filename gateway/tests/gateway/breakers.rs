@@ -203,7 +203,7 @@ pub async fn bad_arguments_and_unknown_tools_never_count() {
                 .expect("a soft result");
             assert_eq!(r.is_error, Some(true));
             assert!(
-                text(&r).starts_with("invalid arguments for tool `needs_int`"),
+                text(&r).starts_with("invalid arguments for tool `rs__needs_int`"),
                 "{}",
                 text(&r)
             );
@@ -222,6 +222,7 @@ pub async fn bad_arguments_and_unknown_tools_never_count() {
             .await
             .expect_err("unknown");
         assert_eq!(e.0, -32602, "{e:?}");
+        assert!(e.1.starts_with("unknown tool `rs__no_such_tool`"), "{e:?}");
     }
     assert!(has(&list(&client).await, "rs__needs_int"));
     let (_, doc) = gw.get("/v1/tools/rs__needs_int").await;
@@ -235,6 +236,11 @@ pub async fn bad_arguments_and_unknown_tools_never_count() {
         seen_count(&seen, "tools", "needs_int"),
         1,
         "wrong arguments never reached the server: {seen}"
+    );
+    assert_eq!(
+        seen_count(&seen, "tools", "no_such_tool"),
+        0,
+        "a made-up tool never reached the server: {seen}"
     );
 }
 

@@ -14,11 +14,15 @@ mod api;
 mod bad_input;
 mod breakers;
 mod config;
+mod feeds;
 mod fleet;
 mod lifecycle;
+mod model;
 mod operators;
+mod progress;
 mod receiver;
 mod reload;
+mod servers;
 mod supervise;
 
 use support::trial;
@@ -60,6 +64,12 @@ fn main() {
             trial("reload::a_broken_config_is_refused_and_the_running_one_keeps_serving", reload::a_broken_config_is_refused_and_the_running_one_keeps_serving),
             trial("reload::an_unchanged_server_keeps_its_pid_and_its_open_breaker", reload::an_unchanged_server_keeps_its_pid_and_its_open_breaker),
             trial("reload::a_call_under_way_to_a_removed_server_is_answered_and_counts_nowhere", reload::a_call_under_way_to_a_removed_server_is_answered_and_counts_nowhere),
+            trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
+            trial("servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown", servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown),
+            trial("progress::progress_reaches_the_host_that_made_the_call", progress::progress_reaches_the_host_that_made_the_call),
+            trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
+            trial("feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once", feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once),
+            trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),
         ]
     });
 }

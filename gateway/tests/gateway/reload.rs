@@ -145,7 +145,7 @@ pub async fn a_file_change_removes_a_server_and_its_processes_are_gone() {
     let mut config =
         json!({"mcpServers": {"gone": launched_fixture(&pids), "keep": upstream::rmcp()}});
     let path = config_map(&dir.join("cm"), "v1", &config);
-    let gw = Gateway::start(path, &[], &[]).await;
+    let gw = Gateway::start(path, "127.0.0.1:0", &[], &[]).await;
     let (client, changes) = rmcp_http(gw.port).await;
     let names = list(&client).await;
     assert!(

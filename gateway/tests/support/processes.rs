@@ -49,7 +49,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// The pinned `@modelcontextprotocol/server-everything` (`integrations/servers/typescript`).
+/// The pinned `@modelcontextprotocol/server-everything` (`integrations/servers/everything`).
 pub const EVERYTHING: &str = "2026.8.31";
 
 /// `server-everything streamableHttp` on 127.0.0.1:`port` (the reference MCP server), or why
@@ -65,7 +65,7 @@ impl Everything {
     pub async fn start(port: u16) -> Result<Self, String> {
         let node = node()?;
         let dir = workspace().join(
-            "integrations/servers/typescript/node_modules/@modelcontextprotocol/server-everything",
+            "integrations/servers/everything/node_modules/@modelcontextprotocol/server-everything",
         );
         let version = std::fs::read_to_string(dir.join("package.json"))
             .ok()

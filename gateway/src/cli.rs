@@ -9,7 +9,8 @@ tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
 
 usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                            [--control-token-file FILE] [--allow-host HOST]...
-                           [--otlp-grpc ADDR] [--forward-traces URL] [--check]
+                           [--otlp-grpc ADDR] [--forward-traces URL] [--no-watch]
+                           [--check]
        tool-health-gateway --healthcheck URL
 
   --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
@@ -26,6 +27,8 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                              127.0.0.1 unless it says otherwise; 4317 is OTLP's port)
   --forward-traces URL       forward every trace request received, unchanged, to this
                              OTLP/HTTP traces endpoint (http://collector:4318/v1/traces)
+  --no-watch                 reload the config on SIGHUP only (by default also when the file
+                             changes: written, replaced, or its symlink swapped)
   --check                    check the config and exit (0: valid)
   --healthcheck URL          GET a gateway's http://…/healthz and exit (0: it answered 200):
                              a health check for images without curl
@@ -47,6 +50,8 @@ pub(crate) struct Args {
     pub(crate) otlp_grpc: Option<SocketAddr>,
     /// `--forward-traces`: the next OTLP/HTTP traces endpoint.
     pub(crate) forward_traces: Option<String>,
+    /// The config file is watched (a change reloads it); `--no-watch`: SIGHUP only.
+    pub(crate) watch: bool,
 }
 
 /// What the command line asks for.
@@ -85,6 +90,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
     let mut check = false;
     let mut otlp_grpc = None;
     let mut forward_traces = None;
+    let mut watch = true;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -106,6 +112,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             }
             "--allow-host" => allow_hosts.push(value("--allow-host")?),
             "--check" => check = true,
+            "--no-watch" => watch = false,
             "--otlp-grpc" => {
                 let v = value("--otlp-grpc")?;
                 otlp_grpc = Some(listen_addr(&v).map_err(|e| e.replace("--listen", "--otlp-grpc"))?)
@@ -147,6 +154,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
         check,
         otlp_grpc,
         forward_traces,
+        watch,
     }))
 }
 
@@ -167,6 +175,7 @@ mod tests {
         };
         assert_eq!(a.listen, Some("127.0.0.1:8080".parse().unwrap()));
         assert!(!a.stdio);
+        assert!(a.watch);
         assert_eq!(a.allow_hosts, ["gw.local"]);
         assert_eq!(
             listen_addr("localhost:9").unwrap(),
@@ -196,6 +205,10 @@ mod tests {
         };
         assert_eq!(a.otlp_grpc, Some("127.0.0.1:4317".parse().unwrap()));
         assert_eq!(a.forward_traces.as_deref(), Some("http://c:4318/v1/traces"));
+        let Command::Run(a) = args("--config x --no-watch").unwrap() else {
+            panic!()
+        };
+        assert!(!a.watch);
         assert!(args("--config x --otlp-grpc nowhere")
             .unwrap_err()
             .contains("--otlp-grpc"));

@@ -1,6 +1,7 @@
 //! The assembled gateway: the library's registry (with fleet mode when configured), the status
-//! service, the upstreams and their supervisors, the hosts to notify. Built once by
-//! [`Gateway::start`]; the transports (`server/`, `http/`) hold it in an `Arc`.
+//! service, the upstreams and their supervisors, the hosts to notify, what the reloads did.
+//! Built once by [`Gateway::start`]; the transports (`server/`, `http/`) hold it in an `Arc`
+//! and read the set of upstreams through [`Gateway::upstreams`] (a reload swaps it whole).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -14,13 +15,15 @@ use tool_health::{ToolHealthRegistry, ToolPolicy};
 use crate::config::{Config, Secrets};
 use crate::http::api::Probes;
 use crate::http::controls::Token;
+use crate::reload::Reloads;
 use crate::server::notify::Hosts;
-use crate::upstream::{supervise, Upstream, Upstreams};
+use crate::upstream::{Supervised, Upstreams};
 
 /// The gateway's state.
 pub(crate) struct Gateway {
     pub(crate) registry: Arc<ToolHealthRegistry>,
-    pub(crate) upstreams: Upstreams,
+    /// The upstreams and their supervisors (read them through [`upstreams`](Self::upstreams)).
+    pub(crate) servers: Supervised,
     pub(crate) hosts: Arc<Hosts>,
     pub(crate) status: Status,
     pub(crate) fleet: Option<Fleet>,
@@ -29,6 +32,10 @@ pub(crate) struct Gateway {
     pub(crate) served: Arc<crate::server::served::ServedSpans>,
     pub(crate) token: Option<Token>,
     pub(crate) max_message_bytes: usize,
+    /// The config's secrets, masked in the log and in answers (a reload adds its own).
+    pub(crate) secrets: Arc<Secrets>,
+    /// How many reloads there were, and how the last one went.
+    pub(crate) reloads: Reloads,
     /// Cancelled when the gateway stops: supervisors, the HTTP server and sessions end.
     pub(crate) shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -37,7 +44,7 @@ pub(crate) struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
-            .field("upstreams", &self.upstreams)
+            .field("servers", &self.servers)
             .field("hosts", &self.hosts)
             .field("fleet", &self.fleet.as_ref().map(|fl| fl.status()))
             .finish_non_exhaustive()
@@ -92,41 +99,32 @@ impl Gateway {
             tracing::info!(replica = %fleet.replica_id(), "fleet mode on: breaker decisions are shared with the other replicas");
         }
         let hosts = Hosts::new();
-        let upstreams = Upstreams::new(
-            config
-                .servers
-                .iter()
-                .map(|s| Upstream::new(s.clone(), &registry, &hosts, secrets)),
-        );
+        let shutdown = CancellationToken::new();
+        let servers = Supervised::new(&config.servers, &registry, &hosts, secrets, &shutdown);
         // The servers are the status page's groups: each shown with its connection and
-        // breaker, and a tool its server refuses shown as refused.
-        let servers: Vec<Arc<Upstream>> = upstreams.iter().cloned().collect();
+        // breaker, and a tool its server refuses shown as refused — the set as it is now,
+        // whatever reloads changed.
         if let Some(m) = prometheus.meter() {
-            crate::telemetry::publish_servers(&m, &servers);
+            crate::telemetry::publish_servers(&m, servers.view());
         }
         if let Some(meter) = meter {
-            crate::telemetry::publish_servers(meter, &servers);
+            crate::telemetry::publish_servers(meter, servers.view());
         }
+        let view = servers.view();
         let mut status = tool_health::status::builder(Arc::clone(&registry))
             .prometheus(prometheus)
             .groups("server", move || {
-                servers.iter().map(|u| u.group()).collect()
+                view.now().iter().map(|u| u.group()).collect()
             });
         if let Some(t) = &token {
             status = status.control_token(t.expose());
         }
         let status = status.build().map_err(|e| e.to_string())?;
-        let shutdown = CancellationToken::new();
-        let mut tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
-        for u in upstreams.iter() {
-            tasks.push(tokio::spawn(supervise(
-                Arc::clone(u),
-                shutdown.child_token(),
-            )));
-        }
+        let tasks = vec![tokio::spawn(Arc::clone(&hosts).run())];
+        servers.supervise();
         Ok(Arc::new(Self {
             registry,
-            upstreams,
+            servers,
             hosts,
             status,
             fleet,
@@ -134,9 +132,24 @@ impl Gateway {
             served: Arc::default(),
             token,
             max_message_bytes: config.health.max_message_bytes,
+            secrets: Arc::clone(secrets),
+            reloads: Reloads::default(),
             shutdown,
             tasks: Mutex::new(tasks),
         }))
+    }
+
+    /// The upstreams now: one view of the set, for one request (a reload swaps it whole).
+    pub(crate) fn upstreams(&self) -> Arc<Upstreams> {
+        self.servers.now()
+    }
+
+    /// Keeps `task` (a reloader) to be waited for when the gateway stops.
+    pub(crate) fn keep(&self, task: JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(task);
     }
 
     /// Stops the supervisors (their servers are killed) and waits for them, at most `timeout`.
@@ -147,6 +160,10 @@ impl Gateway {
         if !tasks.is_empty() {
             tasks.remove(0).abort(); // the notifier
         }
-        let _ = tokio::time::timeout(timeout, futures_util::future::join_all(tasks)).await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let _ = tokio::time::timeout_at(deadline, futures_util::future::join_all(tasks)).await;
+        self.servers
+            .stopped(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
     }
 }

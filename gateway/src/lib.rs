@@ -14,11 +14,12 @@
 //! | `cli` | the command line |
 //! | `config` | the config file: `mcpServers` + `health`, checked with lines and fixes |
 //! | `names` | the rule for the names hosts see: `{server}__{tool}` |
-//! | `upstream` | one client per upstream server, and its supervisor (restarts with backoff) |
+//! | `upstream` | one client per upstream server, its supervisor (restarts with backoff), the set of them |
 //! | `server` | the MCP server side: the handler, the stdio transport, the notifier |
 //! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
 //! | `telemetry` | the log (stderr, secrets masked) and OTLP export |
-//! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP is logged |
+//! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP reloads |
+//! | `reload` | the config reloaded on SIGHUP and when its file changes |
 //! | `healthcheck` | `--healthcheck URL`: the container image's health check |
 //! | `gateway` | the assembled state |
 //!
@@ -31,6 +32,7 @@ mod gateway;
 mod healthcheck;
 mod http;
 mod names;
+mod reload;
 mod server;
 mod signals;
 mod telemetry;
@@ -102,11 +104,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     }
     for p in &config.absent {
         eprintln!(
-            "tool-health-gateway: warning: {}{}: `{}` {} (fix: {}); the other servers start",
-            args.config.display(),
-            p.line.map(|l| format!(":{l}")).unwrap_or_default(),
-            p.path,
-            p.message,
+            "tool-health-gateway: warning: {} (fix: {}); the other servers start",
+            p.at(&args.config.display().to_string()),
             p.fix
         );
     }
@@ -183,6 +182,14 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         Ok(gw) => gw,
         Err(e) => return fatal(&e),
     };
+    // From now on a SIGHUP or a change of the file reloads the config.
+    gw.keep(reload::spawn(
+        &gw,
+        args.config.clone(),
+        config.clone(),
+        signals.hangups(),
+        args.watch,
+    ));
     tracing::info!(
         servers = config.servers.len(),
         "tool-health-gateway {} with {} MCP server{}: {}",

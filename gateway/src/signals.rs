@@ -3,7 +3,7 @@
 //! | signal | what the gateway does |
 //! |---|---|
 //! | `SIGTERM`, `SIGINT` | stops gracefully: says so in the log, stops every upstream's process group (stdin closed, then `SIGTERM`, then `SIGKILL`), flushes OTLP, exits 0 |
-//! | `SIGHUP` | keeps running, and says in the log that reloading the config is not supported yet (restart the gateway to apply a new config): a service manager's `reload` must not kill it |
+//! | `SIGHUP` | reloads the config file (`reload.rs`): servers added, removed or changed, hosts' sessions kept; a config with problems is refused and the running one kept |
 //!
 //! The handlers are installed first thing, before any upstream is started: a signal that came
 //! before would otherwise end the process at once, leaving its upstreams behind.
@@ -45,8 +45,17 @@ impl Signals {
         }
     }
 
-    /// Waits for a signal that stops the gateway, and gives its name (SIGHUP is logged on the
-    /// way, and waited past).
+    /// `SIGHUP`s, for the reloader: from now on [`stopping`](Self::stopping) waits past them
+    /// without a word.
+    pub(crate) fn hangups(&mut self) -> Hangups {
+        Hangups {
+            #[cfg(unix)]
+            hup: self.hup.take(),
+        }
+    }
+
+    /// Waits for a signal that stops the gateway, and gives its name (a SIGHUP before the
+    /// reloader took them is logged on the way, and waited past).
     pub(crate) async fn stopping(&mut self) -> &'static str {
         #[cfg(unix)]
         {
@@ -63,9 +72,7 @@ impl Signals {
                     () = next(&mut self.term) => return "SIGTERM",
                     () = next(&mut self.int) => return "SIGINT",
                     () = next(&mut self.hup) => tracing::warn!(
-                        "SIGHUP received: reloading the config is not supported yet; the gateway \
-                         keeps running with the config it started with (restart it to apply a \
-                         new one)"
+                        "SIGHUP received before the gateway could reload its config: ignored"
                     ),
                 }
             }
@@ -75,5 +82,26 @@ impl Signals {
             let _ = tokio::signal::ctrl_c().await;
             "Ctrl-C"
         }
+    }
+}
+
+/// The `SIGHUP`s the gateway receives (none where there are no signals).
+#[derive(Debug)]
+pub(crate) struct Hangups {
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangups {
+    /// Waits for the next `SIGHUP` (for ever where it cannot come). Several that came since
+    /// the last call are one.
+    pub(crate) async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(s) = &mut self.hup {
+            if s.recv().await.is_some() {
+                return;
+            }
+        }
+        std::future::pending().await
     }
 }

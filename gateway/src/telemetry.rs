@@ -27,6 +27,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::Layer as _;
 
 use crate::config::Secrets;
+use crate::upstream::View;
 
 /// The log filter when no variable sets one. rmcp's own log is off: the gateway says every
 /// failure of a connection in its words, where rmcp's repeats it with its structs dumped
@@ -125,14 +126,10 @@ pub(crate) fn init(
 /// (`tool_health.server.breaker.state`): `tool_health.server.connected` (1 or 0) and
 /// `tool_health.server.restarts` (how many times it was started again), attribute
 /// `mcp.server.name`. A server that never connected is a series too (0): it is not invisible.
-pub(crate) fn publish_servers(
-    meter: &opentelemetry::metrics::Meter,
-    servers: &[Arc<crate::upstream::Upstream>],
-) {
-    let weak: Vec<std::sync::Weak<crate::upstream::Upstream>> =
-        servers.iter().map(Arc::downgrade).collect();
+/// The servers are those of the set at each collection (`servers`: a reload changes it).
+pub(crate) fn publish_servers(meter: &opentelemetry::metrics::Meter, servers: View) {
     let each = move |f: &mut dyn FnMut(&str, &crate::upstream::State)| {
-        for u in weak.iter().filter_map(std::sync::Weak::upgrade) {
+        for u in servers.now().iter() {
             f(&u.name, &u.state());
         }
     };

@@ -23,6 +23,7 @@
 //! |---|---|
 //! | `mod.rs` | the checked config's types, `load` and `parse` |
 //! | `check.rs` | the checker: problems and warnings with their lines, the file's top level |
+//! | `diff.rs` | what a reload changes: servers added, removed, restarted, re-configured |
 //! | `launch.rs` | one `mcpServers` entry: a command (stdio) or a URL (streamable HTTP) |
 //! | `expand.rs` | `${VAR}` in an entry, from the gateway's environment |
 //! | `settings.rs` | `health`: the settings, their ranges and defaults, per server and per tool |
@@ -32,6 +33,7 @@
 //! | `locate.rs` | each key's line |
 
 mod check;
+mod diff;
 mod expand;
 mod launch;
 mod locate;
@@ -50,6 +52,7 @@ use tool_health::mcp::SchemaCheck;
 use tool_health::CircuitBreakerConfig;
 
 use check::Checker;
+pub(crate) use diff::Diff;
 pub(crate) use expand::Env;
 use locate::Index;
 pub(crate) use problem::{ConfigError, Problem};
@@ -78,7 +81,7 @@ pub(crate) struct Config {
 }
 
 /// One upstream server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ServerConfig {
     /// Its name in `mcpServers`: the prefix of its tools, the first part of their keys.
     pub(crate) name: String,
@@ -91,7 +94,7 @@ pub(crate) struct ServerConfig {
 }
 
 /// How an upstream is reached.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Launch {
     /// A child process speaking MCP over its stdin and stdout.
     Stdio {
@@ -197,7 +200,7 @@ pub(crate) struct Health {
 }
 
 /// `health.fleet`.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Fleet {
     /// The store's URL (may hold a password: never logged).
     pub(crate) url: String,
@@ -216,6 +219,11 @@ impl fmt::Debug for Fleet {
 
 /// Reads and checks the config file at `path`.
 pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
+    parse(&path.display().to_string(), &read(path)?)
+}
+
+/// Reads the config file at `path` (at most [`MAX_FILE_BYTES`], UTF-8), unchecked.
+pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
     let file = path.display().to_string();
     let fail = |message: String, fix: &str| ConfigError {
         file: file.clone(),
@@ -241,13 +249,12 @@ pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
             "pass the MCP config file itself (a few kilobytes)",
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    std::fs::read_to_string(path).map_err(|e| {
         fail(
             format!("cannot be read as UTF-8 text: {e}"),
             "save the file as UTF-8 JSON",
         )
-    })?;
-    parse(&file, &text)
+    })
 }
 
 /// Checks the config `text` (named `file` in messages), `${VAR}` read from the process's

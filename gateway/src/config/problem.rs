@@ -15,6 +15,19 @@ pub(crate) struct Problem {
     pub(crate) fix: String,
 }
 
+impl Problem {
+    /// `file:line: `key` message` (without the line or the key when unknown): how every
+    /// message names a problem.
+    pub(crate) fn at(&self, file: &str) -> String {
+        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
+        if self.path.is_empty() {
+            format!("{file}{line}: {}", self.message)
+        } else {
+            format!("{file}{line}: `{}` {}", self.path, self.message)
+        }
+    }
+}
+
 /// Why a config could not be used: every problem found, or a file that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ConfigError {
@@ -32,15 +45,7 @@ impl fmt::Display for ConfigError {
             self.file
         )?;
         for p in &self.problems {
-            match p.line {
-                Some(line) => write!(f, "  {}:{line}: ", self.file)?,
-                None => write!(f, "  {}: ", self.file)?,
-            }
-            if p.path.is_empty() {
-                writeln!(f, "{}", p.message)?;
-            } else {
-                writeln!(f, "`{}` {}", p.path, p.message)?;
-            }
+            writeln!(f, "  {}", p.at(&self.file))?;
             writeln!(f, "    fix: {}", p.fix)?;
         }
         Ok(())

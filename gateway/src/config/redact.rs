@@ -50,26 +50,43 @@ pub(crate) fn redact_url(url: &str) -> String {
 }
 
 /// The secrets of a config, and the masking of any text that might repeat them.
-#[derive(Clone, Default)]
+///
+/// Shared by the log and every upstream; a reload adds the new config's secrets
+/// ([`learn`](Self::learn)) before anything of the new config can be logged, and keeps the old
+/// ones: a value that was a credential is masked for the gateway's whole life (a server being
+/// stopped may still print it).
+#[derive(Default)]
 pub(crate) struct Secrets {
     /// `(text, replacement)`, longest text first (a secret inside a longer one is masked by the
     /// longer one's replacement first).
-    pairs: Vec<(String, String)>,
+    pairs: arc_swap::ArcSwap<Vec<(String, String)>>,
 }
 
 impl fmt::Debug for Secrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the values.
         f.debug_struct("Secrets")
-            .field("count", &self.pairs.len())
+            .field("count", &self.pairs.load().len())
             .finish()
     }
+}
+
+/// The pairs of one config, being collected.
+#[derive(Default)]
+struct Collect {
+    pairs: Vec<(String, String)>,
+}
+
+/// Longest text first; each text once.
+fn order(pairs: &mut Vec<(String, String)>) {
+    pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    pairs.dedup_by(|a, b| a.0 == b.0);
 }
 
 impl Secrets {
     /// Every secret of `config` (see the module docs).
     pub(crate) fn of(config: &Config) -> Self {
-        let mut s = Self::default();
+        let mut s = Collect::default();
         for server in &config.servers {
             match &server.launch {
                 Launch::Stdio { env, .. } => {
@@ -91,12 +108,36 @@ impl Secrets {
         if let Some(fleet) = &config.health.fleet {
             s.url(&fleet.url);
         }
-        s.pairs
-            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        s.pairs.dedup_by(|a, b| a.0 == b.0);
-        s
+        order(&mut s.pairs);
+        Self {
+            pairs: arc_swap::ArcSwap::from_pointee(s.pairs),
+        }
     }
 
+    /// Adds the secrets of `other` (a reloaded config's) to these.
+    pub(crate) fn learn(&self, other: &Secrets) {
+        let more = other.pairs.load_full();
+        self.pairs.rcu(|pairs| {
+            let mut all = Vec::clone(pairs);
+            all.extend(more.iter().cloned());
+            order(&mut all);
+            all
+        });
+    }
+
+    /// `text` with every secret masked.
+    pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for (secret, replacement) in self.pairs.load().iter() {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), replacement));
+            }
+        }
+        out
+    }
+}
+
+impl Collect {
     fn value(&mut self, v: &str) {
         if v.chars().count() >= MIN_SECRET {
             self.pairs.push((v.to_owned(), MASK.to_owned()));
@@ -134,17 +175,6 @@ impl Secrets {
                 self.value(&decoded);
             }
         }
-    }
-
-    /// `text` with every secret masked.
-    pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for (secret, replacement) in &self.pairs {
-            if out.contains(secret.as_str()) {
-                out = Cow::Owned(out.replace(secret.as_str(), replacement));
-            }
-        }
-        out
     }
 }
 
@@ -213,5 +243,17 @@ mod tests {
         assert!(out.contains("http://127.0.0.1:9/mcp?api_key=***"), "{out}");
         assert!(out.contains("on 8080"), "short values stay: {out}");
         assert!(!format!("{s:?}").contains("envsecret7"));
+    }
+
+    #[test]
+    fn a_reloaded_configs_secrets_are_added_and_the_old_ones_kept() {
+        let parse = |text| super::super::parse("gw.json", text).expect("valid");
+        let s = Secrets::of(&parse(
+            r#"{"mcpServers": {"a": {"command": "x", "env": {"TOKEN": "oldsecret1"}}}}"#,
+        ));
+        s.learn(&Secrets::of(&parse(
+            r#"{"mcpServers": {"b": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "newsecret2"}}}}"#,
+        )));
+        assert_eq!(s.scrub("oldsecret1 newsecret2"), "*** ***");
     }
 }

@@ -78,15 +78,15 @@ pub(crate) fn resolve(gw: &Gateway, raw: &str) -> Result<Resolved, Response> {
     if let Some((server, _)) = raw.split_once(tool_health::mcp::KEY_SEPARATOR) {
         return Ok(Resolved {
             key: raw.to_owned(),
-            upstream: gw.upstreams.get(server).cloned(),
+            upstream: gw.upstreams().get(server).cloned(),
         });
     }
-    if let Some(key) = names::key_of(raw, |s| gw.upstreams.get(s).is_some()) {
+    if let Some(key) = names::key_of(raw, |s| gw.upstreams().get(s).is_some()) {
         let server = key
             .split_once(tool_health::mcp::KEY_SEPARATOR)
             .map_or("", |(s, _)| s);
         return Ok(Resolved {
-            upstream: gw.upstreams.get(server).cloned(),
+            upstream: gw.upstreams().get(server).cloned(),
             key,
         });
     }
@@ -113,7 +113,7 @@ fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
     let key = obj.get("tool").and_then(Value::as_str).unwrap_or("");
     let upstream = key
         .split_once(tool_health::mcp::KEY_SEPARATOR)
-        .and_then(|(s, t)| gw.upstreams.get(s).map(|u| (u, t)));
+        .and_then(|(s, t)| gw.upstreams().get(s).cloned().map(|u| (u, t)));
     let (name, server) = match upstream {
         Some((u, tool)) => (
             names::shown(&u.name, tool).map_or(Value::Null, Value::from),
@@ -133,8 +133,7 @@ pub(crate) fn tool_document(gw: &Gateway, key: &str) -> Value {
             // Never tracked: only its server's breaker can refuse it.
             let refused = key
                 .split_once(tool_health::mcp::KEY_SEPARATOR)
-                .and_then(|(s, _)| gw.upstreams.get(s))
-                .and_then(|u| u.refused_for());
+                .and_then(|(s, _)| gw.upstreams().get(s).and_then(|u| u.refused_for()));
             json!({
                 "tool": key,
                 "tracked": false,
@@ -373,20 +372,22 @@ pub(crate) fn server_document(u: &Upstream) -> Value {
 
 /// `GET /v1/servers`: every upstream, its connection and its breaker.
 pub(crate) async fn servers(State(gw): State<Arc<Gateway>>) -> Response {
-    let list: Vec<Value> = gw.upstreams.iter().map(|u| server_document(u)).collect();
+    let list: Vec<Value> = gw.upstreams().iter().map(|u| server_document(u)).collect();
     json(
         StatusCode::OK,
-        &json!({ "servers": list, "hosts": gw.hosts.len() }),
+        &json!({ "servers": list, "hosts": gw.hosts.len(), "reloads": gw.reloads.document() }),
     )
 }
 
 /// `GET /healthz`: the gateway answers (200 while it serves), with how many servers are
 /// connected.
 pub(crate) async fn healthz(State(gw): State<Arc<Gateway>>) -> Response {
-    let total = gw.upstreams.iter().count();
-    let connected = gw.upstreams.iter().filter(|u| u.state().connected).count();
+    let upstreams = gw.upstreams();
+    let total = upstreams.iter().count();
+    let connected = upstreams.iter().filter(|u| u.state().connected).count();
     json(
         StatusCode::OK,
-        &json!({"status": "ok", "servers": total, "servers_connected": connected}),
+        &json!({"status": "ok", "servers": total, "servers_connected": connected,
+                "reloads": gw.reloads.document()}),
     )
 }

@@ -106,10 +106,9 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.gw.upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
-        Ok(ListToolsResult::with_all_items(
-            self.gw.upstreams.list().await,
-        ))
+        let upstreams = self.gw.upstreams();
+        upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
+        Ok(ListToolsResult::with_all_items(upstreams.list().await))
     }
 
     async fn call_tool(
@@ -136,7 +135,7 @@ impl ServerHandler for GatewayServer {
                 ))
             }
         };
-        let Some(upstream) = self.gw.upstreams.get(server) else {
+        let Some(upstream) = self.gw.upstreams().get(server).cloned() else {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool `{}`: no MCP server `{server}` behind this gateway",

@@ -159,8 +159,9 @@ impl Upstream {
         let handler = UpstreamHandler {
             upstream: Arc::downgrade(self),
         };
-        let timeout = self.config.settings.connect_timeout;
-        let result = match &self.config.launch {
+        let config = self.config();
+        let timeout = config.settings.connect_timeout;
+        let result = match &config.launch {
             Launch::Stdio {
                 command,
                 args,

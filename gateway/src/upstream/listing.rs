@@ -57,7 +57,8 @@ impl Upstream {
     /// longer lists is no longer known), giving each new one the server's policy when it has
     /// one of its own (a tool of the config keeps its own).
     fn learn<'a>(&self, tools: impl IntoIterator<Item = &'a str>) {
-        let own = self.config.settings.breaker != self.default_breaker;
+        let config = self.config();
+        let own = config.settings.breaker != self.registry.config();
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         self.listed_ok.store(true, Ordering::Release);
         let before = std::mem::take(&mut *known);
@@ -69,10 +70,10 @@ impl Upstream {
             if before.contains(tool) {
                 continue;
             }
-            if own && !self.config.tools.contains_key(tool) {
+            if own && !config.tools.contains_key(tool) {
                 self.registry.set_tool_policy(
                     &key(&self.name, tool),
-                    ToolPolicy::from(self.config.settings.breaker.clone()),
+                    ToolPolicy::from(config.settings.breaker.clone()),
                     Apply::Now,
                 );
             }
@@ -87,8 +88,17 @@ impl Upstream {
             return Vec::new();
         };
         // The client's timeout bounds each page; this bounds a server that pages for ever.
-        let deadline = self.config.settings.timeout.saturating_mul(2);
-        let listed = match tokio::time::timeout(deadline, conn.client.list_all_tools()).await {
+        let deadline = self.config().settings.timeout.saturating_mul(2);
+        // Counted like a call: a reload's restart or removal waits for it, then cuts it short
+        // before the connection closes (its end is no evidence against the server).
+        let _busy = self.busy.enter();
+        let listing = tokio::time::timeout(deadline, conn.client.list_all_tools());
+        let listed = tokio::select! {
+            biased;
+            () = conn.cut.cancelled() => return Vec::new(),
+            listed = listing => listed,
+        };
+        let listed = match listed {
             Ok(Ok(listed)) => listed,
             Ok(Err(e)) => {
                 if matches!(

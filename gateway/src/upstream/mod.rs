@@ -14,6 +14,8 @@
 //! | `mod.rs` | one upstream: its client, its calls |
 //! | `listing.rs` | its tool list, and what the API knows of it |
 //! | `supervise.rs` | keeping it connected: start, watch, stop, start again |
+//! | `set.rs` | the set of upstreams and their supervisors, changed by a reload |
+//! | `reload.rs` | one upstream's part of a reload: new settings live, a new launch restarted, removal; the drain of calls under way |
 //! | `connect.rs` | one connection: a child process or an HTTP endpoint, and the handshake |
 //! | `process.rs` | a stdio upstream's process group, stopped gently and whole |
 //! | `stderr.rs` | its stderr: to the log at DEBUG, the last lines kept for `last_error` |
@@ -30,17 +32,19 @@ mod connect;
 mod http;
 mod listing;
 mod process;
+mod reload;
+mod set;
 mod stderr;
 mod supervise;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use std::sync::atomic::AtomicBool;
 
-use arc_swap::ArcSwapOption;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
+use arc_swap::{ArcSwap, ArcSwapOption};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::ServiceError;
 use rmcp::ErrorData as McpError;
 use tokio::sync::watch;
@@ -55,7 +59,8 @@ use crate::server::progress::ProgressRoutes;
 
 use listing::Listed;
 pub(crate) use listing::LIST_WAIT;
-pub(crate) use supervise::supervise;
+use reload::InFlight;
+pub(crate) use set::{Supervised, Upstreams, View};
 
 /// A call to an upstream that is not connected waits for a (re)connection under way, or due
 /// within this long; otherwise it is answered at once.
@@ -65,10 +70,9 @@ pub(crate) const RECONNECT_WAIT: Duration = Duration::from_secs(2);
 pub(crate) struct Upstream {
     /// Its name in the config: its tools' prefix and its breaker's name.
     pub(crate) name: Arc<str>,
-    pub(crate) config: ServerConfig,
+    /// Its entry of the config, swapped by a reload (`reload.rs`).
+    config: ArcSwap<ServerConfig>,
     registry: Arc<ToolHealthRegistry>,
-    /// The registry's default breaker config (to know whether this server's differs).
-    default_breaker: tool_health::CircuitBreakerConfig,
     conn: ArcSwapOption<Conn>,
     /// The client, kept across connections (a new one is this one over the new peer: the
     /// breakers stay as they are).
@@ -93,6 +97,12 @@ pub(crate) struct Upstream {
     listed_ok: AtomicBool,
     /// The calls in flight whose host asked for progress.
     pub(crate) progress: Arc<ProgressRoutes>,
+    /// Calls and listings under way on a connection (a restart or a removal drains them).
+    busy: InFlight,
+    /// A reload gave it a new launch: the supervisor restarts it.
+    relaunch: tokio::sync::Notify,
+    /// A reload removed it: the supervisor stops it for good.
+    removed: CancellationToken,
 }
 
 /// The supervisor's phase, for calls that wait for a connection.
@@ -119,7 +129,7 @@ impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("name", &self.name)
-            .field("launch", &self.config.launch)
+            .field("launch", &self.config().launch)
             .field("state", &self.state())
             .finish_non_exhaustive()
     }
@@ -132,6 +142,8 @@ struct Conn {
     per_tool: HashMap<String, ToolHealthClient>,
     /// Cancelled when a call met the connection's end: the supervisor reconnects.
     broken: CancellationToken,
+    /// Cancelled when a reload's drain is over: what is still under way is answered, uncounted.
+    cut: CancellationToken,
 }
 
 impl Conn {
@@ -178,7 +190,6 @@ impl Upstream {
         }
         Arc::new(Self {
             name,
-            default_breaker: registry.config(),
             registry: Arc::clone(registry),
             conn: ArcSwapOption::empty(),
             client: Mutex::new(None),
@@ -198,8 +209,16 @@ impl Upstream {
             listing: AtomicBool::new(false),
             listed_ok: AtomicBool::new(false),
             progress: Arc::default(),
-            config,
+            busy: InFlight::default(),
+            relaunch: tokio::sync::Notify::new(),
+            removed: CancellationToken::new(),
+            config: ArcSwap::from_pointee(config),
         })
+    }
+
+    /// Its entry of the config now.
+    pub(crate) fn config(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
     }
 
     /// The supervisor's view of the connection now.
@@ -230,11 +249,14 @@ impl Upstream {
         if let Some(conn) = self.conn.load_full().filter(|c| c.alive()) {
             return Some(conn);
         }
+        if self.removed.is_cancelled() {
+            return None;
+        }
         let mut rx = self.link.subscribe();
         let started = rx.borrow().attempts;
         self.wanted.notify_one();
         let deadline =
-            tokio::time::Instant::now() + RECONNECT_WAIT + self.config.settings.connect_timeout;
+            tokio::time::Instant::now() + RECONNECT_WAIT + self.config().settings.connect_timeout;
         loop {
             let link = *rx.borrow_and_update();
             match link.phase {
@@ -265,7 +287,7 @@ impl Upstream {
 
     /// `stdio` or `http`.
     pub(crate) fn transport_name(&self) -> &'static str {
-        match self.config.launch {
+        match self.config().launch {
             Launch::Stdio { .. } => "stdio",
             Launch::Http { .. } => "http",
         }
@@ -314,6 +336,13 @@ impl Upstream {
         let shown = format!("{}{}{tool}", self.name, names::SEPARATOR);
         params.name = tool.to_owned().into();
         let Some(conn) = self.live().await else {
+            if self.removed.is_cancelled() {
+                return Ok(soft(format!(
+                    "MCP server `{}` was removed from the gateway's config; tool `{shown}` was \
+                     not called",
+                    self.name
+                )));
+            }
             // Not connected, and its breaker refuses (a server that keeps dying): the
             // client's refusal, with when to retry; its gate sends nothing.
             let client = self
@@ -335,9 +364,20 @@ impl Upstream {
             )));
         };
         let client = conn.per_tool.get(tool).unwrap_or(&conn.client);
-        let answer = match progress {
-            Some(tell) => client.call_tool_with_progress(params, tell).await,
-            None => client.call_tool(params).await,
+        // Counted until it ends: a reload's restart or removal waits for it (`reload.rs`).
+        let _busy = self.busy.enter();
+        let call = async {
+            match progress {
+                Some(tell) => client.call_tool_with_progress(params, tell).await,
+                None => client.call_tool(params).await,
+            }
+        };
+        let answer = tokio::select! {
+            // First: once cut, the call's future is dropped before the connection closes, so
+            // nothing counts it (the client's "cancelled": no verdict).
+            biased;
+            () = conn.cut.cancelled() => return Ok(soft(self.cut_short(&shown))),
+            r = call => r,
         };
         match answer {
             Ok(result) => Ok(result),
@@ -399,6 +439,30 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     names::printable(&text, 300)
 }
 
+/// `client` with the settings of `config`: timeout, ping timeout, argument check, transport.
+fn tuned(client: ToolHealthClient, config: &ServerConfig) -> ToolHealthClient {
+    let s = &config.settings;
+    let transport = match &config.launch {
+        Launch::Stdio { .. } => tool_health::mcp::Transport::stdio(),
+        Launch::Http { url, .. } => tool_health::mcp::Transport::http(url),
+    };
+    client
+        .timeout(s.timeout)
+        .ping_timeout(s.ping_timeout)
+        .schema_check(s.schema_check)
+        .transport(transport)
+}
+
+/// The clients of the tools with a timeout of their own (the same breakers as `client`).
+fn per_tool(client: &ToolHealthClient, config: &ServerConfig) -> HashMap<String, ToolHealthClient> {
+    config
+        .tools
+        .iter()
+        .filter(|(_, t)| t.timeout != config.settings.timeout)
+        .map(|(tool, t)| (tool.clone(), client.clone().timeout(t.timeout)))
+        .collect()
+}
+
 /// A soft failure the model reads.
 fn soft(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
@@ -407,43 +471,4 @@ fn soft(text: String) -> CallToolResult {
 /// The registry key of `tool` of `server`.
 pub(crate) fn key(server: &str, tool: &str) -> String {
     format!("{server}{}{tool}", tool_health::mcp::KEY_SEPARATOR)
-}
-
-/// Every upstream, by name.
-#[derive(Debug, Default)]
-pub(crate) struct Upstreams {
-    by_name: BTreeMap<String, Arc<Upstream>>,
-}
-
-impl Upstreams {
-    pub(crate) fn new(list: impl IntoIterator<Item = Arc<Upstream>>) -> Self {
-        Self {
-            by_name: list.into_iter().map(|u| (u.name.to_string(), u)).collect(),
-        }
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.by_name.get(name)
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.by_name.values()
-    }
-
-    /// Waits (at most `timeout` in all) until every first connection attempt ended.
-    pub(crate) async fn wait_ready(&self, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
-        for u in self.by_name.values() {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            u.wait_ready(left).await;
-        }
-    }
-
-    /// Every server's tools as hosts see them, listed concurrently, in server order; a server
-    /// slow to list costs its own tools only ([`LIST_WAIT`]).
-    pub(crate) async fn list(&self) -> Vec<Tool> {
-        let lists =
-            futures_util::future::join_all(self.by_name.values().map(|u| u.list(LIST_WAIT))).await;
-        lists.into_iter().flatten().collect()
-    }
 }

@@ -29,13 +29,17 @@
 //! more death right after it opens the breaker again: a restart loop is one start per cooldown,
 //! never a retry storm. (Counted by the supervisor, not call by call: the first answer of each
 //! new process — its tool list — would otherwise reset the count every time.)
+//!
+//! **A reload** (`reload.rs`) that gives it a new launch ends the connection under way (drained
+//! first), the attempt under way, the backoff or the cooldown wait, and starts the new launch at
+//! once, its backoff and deaths counted from zero; one that removes it drains and stops the
+//! connection and ends the supervisor.
 
-use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use tool_health::mcp::{ToolHealthClient, ToolsChanged, Transport};
+use tool_health::mcp::{ToolHealthClient, ToolsChanged};
 use tool_health::{BreakerState, CallOutcome, GateDecision};
 
 use super::connect::{Connected, Ends};
@@ -69,29 +73,63 @@ enum End {
     Lost(String),
     /// The gateway stops.
     Shutdown,
+    /// A reload removed the server.
+    Removed,
+    /// A reload gave the server a new launch.
+    Relaunch,
 }
 
-/// Runs until `shutdown`: connects, serves, reconnects.
+/// What ends a wait of the supervisor before its time.
+enum Interrupt {
+    /// The gateway stops, or a reload removed the server.
+    Stop,
+    /// A reload gave the server a new launch.
+    Relaunch,
+}
+
+/// Runs until `shutdown` or the server's removal: connects, serves, reconnects.
 pub(crate) async fn supervise(upstream: Arc<Upstream>, shutdown: CancellationToken) {
-    let restart = upstream.config.settings.restart;
-    let threshold = upstream.config.settings.breaker.failure_threshold;
-    let http = matches!(upstream.config.launch, Launch::Http { .. });
-    let mut backoff = restart.initial;
+    let mut backoff = upstream.config().settings.restart.initial;
     // Failed attempts in a row (for a quiet log).
     let mut failures = 0u64;
     // Connections in a row that ended before they were up `STABLE_AFTER`.
     let mut deaths = 0u32;
+    // A reload gave it a new launch: started at once, counted from zero.
+    let mut relaunched = false;
     loop {
+        let config = upstream.config();
+        let restart = config.settings.restart;
+        let threshold = config.settings.breaker.failure_threshold;
+        let http = matches!(config.launch, Launch::Http { .. });
+        drop(config);
+        if std::mem::take(&mut relaunched) {
+            backoff = restart.initial;
+            failures = 0;
+            deaths = 0;
+        }
         if threshold > 0 && deaths >= threshold {
             // It keeps dying: no start before its breaker's cooldown ends.
-            if upstream.cool_down(&shutdown).await.is_err() {
-                break;
+            tokio::select! {
+                () = upstream.cool_down() => {}
+                i = upstream.interrupted(&shutdown) => match i {
+                    Interrupt::Stop => break,
+                    Interrupt::Relaunch => {
+                        relaunched = true;
+                        continue;
+                    }
+                },
             }
         }
         upstream.set_phase(Phase::Connecting, false);
         let attempt = tokio::select! {
             a = upstream.connect() => a,
-            () = shutdown.cancelled() => break,
+            i = upstream.interrupted(&shutdown) => match i {
+                Interrupt::Stop => break,
+                Interrupt::Relaunch => {
+                    relaunched = true;
+                    continue;
+                }
+            },
         };
         let mut wait = backoff.max(MIN_RETRY);
         if http {
@@ -102,8 +140,13 @@ pub(crate) async fn supervise(upstream: Arc<Upstream>, shutdown: CancellationTok
             Ok(connected) => {
                 failures = 0;
                 let started = Instant::now();
-                if let End::Shutdown = upstream.serve(connected, &shutdown, &mut deaths).await {
-                    break;
+                match upstream.serve(connected, &shutdown, &mut deaths).await {
+                    End::Shutdown | End::Removed => break,
+                    End::Relaunch => {
+                        relaunched = true;
+                        continue;
+                    }
+                    End::Closed | End::Broken | End::Lost(_) => {}
                 }
                 if started.elapsed() >= STABLE_AFTER {
                     backoff = restart.initial;
@@ -144,7 +187,10 @@ pub(crate) async fn supervise(upstream: Arc<Upstream>, shutdown: CancellationTok
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = asked => {}
-            () = shutdown.cancelled() => break,
+            i = upstream.interrupted(&shutdown) => match i {
+                Interrupt::Stop => break,
+                Interrupt::Relaunch => relaunched = true,
+            },
         }
         backoff = (backoff.max(MIN_RETRY) * 2).min(restart.max);
     }
@@ -152,6 +198,15 @@ pub(crate) async fn supervise(upstream: Arc<Upstream>, shutdown: CancellationTok
 }
 
 impl Upstream {
+    /// Waits until the gateway stops, a reload removes the server or gives it a new launch.
+    async fn interrupted(&self, shutdown: &CancellationToken) -> Interrupt {
+        tokio::select! {
+            () = shutdown.cancelled() => Interrupt::Stop,
+            () = self.removed.cancelled() => Interrupt::Stop,
+            () = self.relaunch.notified() => Interrupt::Relaunch,
+        }
+    }
+
     /// Moves the supervisor's phase (`ended`: an attempt or a connection just ended).
     fn set_phase(&self, phase: Phase, ended: bool) {
         self.link.send_modify(|l: &mut Link| {
@@ -225,8 +280,12 @@ impl Upstream {
                     }
                 }
                 () = shutdown.cancelled() => break End::Shutdown,
+                () = self.removed.cancelled() => break End::Removed,
+                () = self.relaunch.notified() => break End::Relaunch,
             }
         };
+        let reloaded = matches!(end, End::Removed | End::Relaunch);
+        let conn = self.conn.load_full();
         // Taken out first: no call goes through it any more, its tools leave the list.
         broken.cancel();
         self.conn.store(None);
@@ -234,14 +293,24 @@ impl Upstream {
             s.connected = false;
             s.since = None;
         });
-        if !matches!(end, End::Shutdown) {
+        if let (true, Some(conn)) = (reloaded, conn) {
+            // A call from now on waits for the new launch's connection (or is told the server
+            // was removed); the hosts' lists lose its tools; calls under way may finish.
+            self.set_phase(Phase::Waiting(tokio::time::Instant::now()), false);
+            self.hosts.changed();
+            tokio::select! {
+                () = self.drain(&conn) => {}
+                () = shutdown.cancelled() => {}
+            }
+        }
+        if !matches!(end, End::Shutdown | End::Removed | End::Relaunch) {
             // Counted before anything else is done: a call from now on meets the breaker.
             *deaths = if started.elapsed() >= STABLE_AFTER {
                 1
             } else {
                 deaths.saturating_add(1)
             };
-            let threshold = self.config.settings.breaker.failure_threshold;
+            let threshold = self.config().settings.breaker.failure_threshold;
             if threshold > 0 && *deaths >= threshold {
                 self.keeps_dying(*deaths);
             }
@@ -255,15 +324,19 @@ impl Upstream {
             let _ = tokio::time::timeout(CLOSE_TIMEOUT, &mut waiting).await;
         }
         let how = ends.stop().await;
-        let what = match (&end, &self.config.launch) {
+        let what = match (&end, &self.config().launch) {
             (End::Closed, Launch::Stdio { .. }) => "exited or closed its stdout".to_owned(),
             (End::Closed, Launch::Http { .. }) => "closed its connection".to_owned(),
             (End::Broken, _) => "closed its connection under a call".to_owned(),
             (End::Lost(why), _) => format!("lost its session: {why}"),
             (End::Shutdown, _) => "was stopped".to_owned(),
+            (End::Removed, _) => "was removed from the config and stopped".to_owned(),
+            (End::Relaunch, _) => "was stopped to start its new launch from the config".to_owned(),
         };
         let what = self.masked(&format!("{what}{how}"));
-        if !matches!(end, End::Shutdown) {
+        if reloaded {
+            tracing::info!(server = %self.name, "MCP server `{}` {what}", self.name);
+        } else if !matches!(end, End::Shutdown) {
             tracing::warn!(
                 server = %self.name,
                 "MCP server `{}` {what}; connecting again",
@@ -278,7 +351,7 @@ impl Upstream {
     /// (see the module docs).
     fn keeps_dying(&self, deaths: u32) {
         let servers = tool_health::mcp::server_registry(&self.registry);
-        let threshold = self.config.settings.breaker.failure_threshold;
+        let threshold = self.config().settings.breaker.failure_threshold;
         for _ in 0..threshold {
             if servers.breaker_state(&self.name) == BreakerState::Open {
                 break;
@@ -299,17 +372,13 @@ impl Upstream {
     }
 
     /// Waits while the server's breaker refuses (re-read every few seconds: an operator may
-    /// release it). `Err` when the gateway stops meanwhile.
-    async fn cool_down(&self, shutdown: &CancellationToken) -> Result<(), ()> {
+    /// release it).
+    async fn cool_down(&self) {
         while let Some(left) = self.refused_for() {
             let step = left.min(COOL_DOWN_STEP);
             self.set_phase(Phase::Waiting(tokio::time::Instant::now() + left), false);
-            tokio::select! {
-                () = tokio::time::sleep(step) => {}
-                () = shutdown.cancelled() => return Err(()),
-            }
+            tokio::time::sleep(step).await;
         }
-        Ok(())
     }
 
     /// The handshake was answered: as good a probe as a `ping` (see the module docs).
@@ -330,37 +399,21 @@ impl Upstream {
         pid: Option<u32>,
         broken: CancellationToken,
     ) {
-        let s = &self.config.settings;
-        let client = match self
-            .client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
+        // Held until the connection is stored: a reload's `retune` waits for it, or finds it.
+        let mut last = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        let config = self.config();
+        let client = match last.as_ref() {
             Some(old) => old.with_peer(peer),
             None => {
-                let transport = match &self.config.launch {
-                    Launch::Stdio { .. } => Transport::stdio(),
-                    Launch::Http { url, .. } => Transport::http(url),
-                };
                 let shown = Arc::clone(&self.name);
                 ToolHealthClient::new(peer, Arc::clone(&self.registry))
                     .server(&*self.name)
                     .shown_names(move |tool| format!("{shown}{}{tool}", crate::names::SEPARATOR))
-                    .timeout(s.timeout)
-                    .ping_timeout(s.ping_timeout)
-                    .schema_check(s.schema_check)
-                    .transport(transport)
             }
         };
-        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
-        let per_tool: HashMap<String, ToolHealthClient> = self
-            .config
-            .tools
-            .iter()
-            .filter(|(_, t)| t.timeout != s.timeout)
-            .map(|(tool, t)| (tool.clone(), client.clone().timeout(t.timeout)))
-            .collect();
+        let client = super::tuned(client, &config);
+        *last = Some(client.clone());
+        let per_tool = super::per_tool(&client, &config);
         let mut subscription = self
             .subscription
             .lock()
@@ -394,7 +447,9 @@ impl Upstream {
             client,
             per_tool,
             broken,
+            cut: CancellationToken::new(),
         })));
+        drop(last);
         self.update(|st| {
             st.connected = true;
             st.pid = pid;

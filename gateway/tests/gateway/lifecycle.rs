@@ -19,7 +19,7 @@ use crate::support::{
 /// A launcher as `npx` or `uvx` are: `sh` writes its id to `pids`, starts two helpers in the
 /// background (one of which ignores SIGTERM) and writes theirs, then runs `program` (a shell
 /// command) as its child, and outlives it a moment.
-fn launcher(pids: &Path, program: &str, mut env: Value) -> Value {
+pub fn launcher(pids: &Path, program: &str, mut env: Value) -> Value {
     env["PIDS"] = json!(pids.display().to_string());
     json!({
         "command": "sh",
@@ -31,7 +31,7 @@ fn launcher(pids: &Path, program: &str, mut env: Value) -> Value {
 }
 
 /// The rmcp fixture behind [`launcher`].
-fn launched_fixture(pids: &Path) -> Value {
+pub fn launched_fixture(pids: &Path) -> Value {
     let fixture = upstream::rmcp();
     let mut env = fixture["env"].clone();
     env["FIXTURE"] = fixture["command"].clone();
@@ -39,7 +39,7 @@ fn launched_fixture(pids: &Path) -> Value {
 }
 
 /// Waits until none of `pids` is alive; the ones still alive after `bound`.
-async fn all_gone(pids: &[u32], bound: Duration) -> Vec<u32> {
+pub async fn all_gone(pids: &[u32], bound: Duration) -> Vec<u32> {
     let deadline = Instant::now() + bound;
     loop {
         let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
@@ -207,8 +207,9 @@ impl StdioGateway {
     }
 }
 
-/// Item 12: in stdio mode SIGHUP is logged and does not stop the gateway; SIGTERM stops it
-/// gracefully (logged, exit 0) with its upstreams' processes.
+/// Item 12: in stdio mode SIGHUP reloads the config (issue 30: here an unchanged one) and does
+/// not stop the gateway; SIGTERM stops it gracefully (logged, exit 0) with its upstreams'
+/// processes.
 pub async fn sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not() {
     let dir = scratch();
     let pids = dir.join("rs.pids");
@@ -223,7 +224,9 @@ pub async fn sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not() {
     let pid = gw.child.id().expect("running");
 
     signal(pid, "HUP");
-    gw.log.wait_for("SIGHUP received", WAIT).await;
+    gw.log
+        .wait_for("config reloaded (SIGHUP): 1 server unchanged", WAIT)
+        .await;
     let r = gw
         .ask(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
         .await;
@@ -273,7 +276,12 @@ pub async fn listen_with_stdin_at_its_end_keeps_serving() {
         "{}",
         log.text()
     );
-    let gw = Gateway { child, port, log };
+    let gw = Gateway {
+        child,
+        port,
+        log,
+        config: path,
+    };
     let (status, _) = gw.get("/healthz").await;
     assert_eq!(status, 200);
     let mut child = gw.child;

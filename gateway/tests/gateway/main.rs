@@ -17,12 +17,13 @@ mod config;
 mod feeds;
 mod fleet;
 mod lifecycle;
-mod operators;
-mod receiver;
-mod supervise;
 mod model;
+mod operators;
 mod progress;
+mod receiver;
+mod reload;
 mod servers;
+mod supervise;
 
 use support::trial;
 
@@ -57,6 +58,12 @@ fn main() {
             trial("operators::check_finds_what_this_machine_lacks", operators::check_finds_what_this_machine_lacks),
             trial("operators::a_port_in_use_is_said_once", operators::a_port_in_use_is_said_once),
             trial("operators::an_empty_gateway_serves_and_delete_ends_a_session_with_200", operators::an_empty_gateway_serves_and_delete_ends_a_session_with_200),
+            trial("reload::sighup_adds_a_server_and_no_session_is_dropped", reload::sighup_adds_a_server_and_no_session_is_dropped),
+            #[cfg(unix)]
+            trial("reload::a_file_change_removes_a_server_and_its_processes_are_gone", reload::a_file_change_removes_a_server_and_its_processes_are_gone),
+            trial("reload::a_broken_config_is_refused_and_the_running_one_keeps_serving", reload::a_broken_config_is_refused_and_the_running_one_keeps_serving),
+            trial("reload::an_unchanged_server_keeps_its_pid_and_its_open_breaker", reload::an_unchanged_server_keeps_its_pid_and_its_open_breaker),
+            trial("reload::a_call_under_way_to_a_removed_server_is_answered_and_counts_nowhere", reload::a_call_under_way_to_a_removed_server_is_answered_and_counts_nowhere),
             trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
             trial("servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown", servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown),
             trial("progress::progress_reaches_the_host_that_made_the_call", progress::progress_reaches_the_host_that_made_the_call),

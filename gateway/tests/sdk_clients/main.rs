@@ -13,7 +13,9 @@
 //! * a killed upstream leaves the list while the supervisor restarts it, the calls meanwhile
 //!   count against nothing, and it comes back with its breaker closed;
 //! * a hanging tool times out, and the model's bad arguments and made-up tool names never
-//!   count against anything.
+//!   count against anything;
+//! * the config file changes under the connected client (a server added, then one removed):
+//!   the session stays, the client is told each time and lists what is there (issue 30).
 //!
 //! The clients are driven line by line (the scripts' docs say how); what they receive is
 //! what the SDKs parsed. Cooldowns are short and configured; waits for real processes are
@@ -85,6 +87,8 @@ struct Host {
     log: Arc<Log>,
     /// The gateway, when it was started over HTTP by the test.
     _gateway: Option<support::Gateway>,
+    /// The gateway's config file (a change of it reloads the gateway).
+    config: PathBuf,
     sdk: Sdk,
 }
 
@@ -105,19 +109,22 @@ impl Host {
         let mut cmd = tokio::process::Command::new(program);
         cmd.arg(&script);
         let mut gateway = None;
-        match via {
+        let path = match via {
             Via::Stdio => {
                 let path: PathBuf = write_config(config);
                 cmd.args(["stdio", gateway_bin(), "--config"])
                     .arg(&path)
                     .args(["--listen", "127.0.0.1:0"]);
+                path
             }
             Via::Http => {
                 let gw = support::Gateway::http(config, &[]).await;
                 cmd.args(["http", &gw.url("/mcp")]);
+                let path = gw.config.clone();
                 gateway = Some(gw);
+                path
             }
-        }
+        };
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -172,6 +179,7 @@ impl Host {
             port,
             log,
             _gateway: gateway,
+            config: path,
             sdk,
         }
     }
@@ -627,6 +635,46 @@ async fn a_hang_times_out_and_mistakes_never_count(sdk: Sdk, via: Via) {
     host.stop().await;
 }
 
+/// Issue 30, item 3: the config file changes twice under a connected host — a Python SDK
+/// server added, then the rmcp server removed — and the host, on the same session throughout,
+/// is told each time and lists and calls what is there.
+async fn a_reload_adds_and_removes_servers_under_the_same_session(sdk: Sdk, via: Via) {
+    let py = upstream::python().unwrap_or_else(|why| skip(&why));
+    let mut config = json!({"mcpServers": {"rs": upstream::rmcp()}});
+    let mut host = Host::start(sdk, via, &config).await;
+    assert!(has(&host.list().await, "rs__ok"));
+    let before = host.changes();
+
+    config["mcpServers"]["py"] = py;
+    std::fs::write(&host.config, config.to_string()).unwrap();
+    let (seen, names) = host
+        .after_change(before, "py's tools listed", |n| has(n, "py__ok"))
+        .await;
+    assert!(has(&names, "rs__ok"), "{names:?}");
+    assert_eq!(
+        host.result("py__ok", json!({})).await,
+        (false, "fine".into())
+    );
+
+    config["mcpServers"].as_object_mut().unwrap().remove("rs");
+    std::fs::write(&host.config, config.to_string()).unwrap();
+    let (_, names) = host
+        .after_change(seen, "rs's tools gone", |n| !has(n, "rs__ok"))
+        .await;
+    assert!(has(&names, "py__ok"), "{names:?}");
+    assert_eq!(
+        host.result("py__ok", json!({})).await,
+        (false, "fine".into())
+    );
+    let reloads = host.api("/v1/servers").await["reloads"].clone();
+    assert_eq!(reloads["applied"], 2, "{reloads}");
+    assert_eq!(
+        reloads["last"]["changes"], "removed `rs`; 1 server unchanged",
+        "{reloads}"
+    );
+    host.stop().await;
+}
+
 fn main() {
     support::main(|| {
         let mut trials = Vec::new();
@@ -648,6 +696,10 @@ fn main() {
                 trials.push(trial(
                     &name("a_hang_times_out_and_bad_arguments_never_count"),
                     move || a_hang_times_out_and_mistakes_never_count(sdk, via),
+                ));
+                trials.push(trial(
+                    &name("a_reload_adds_and_removes_servers_under_the_same_session"),
+                    move || a_reload_adds_and_removes_servers_under_the_same_session(sdk, via),
                 ));
             }
         }

@@ -337,6 +337,8 @@ pub struct Gateway {
     pub child: tokio::process::Child,
     pub port: u16,
     pub log: Arc<Log>,
+    /// The config file it runs (a reload reads it again).
+    pub config: PathBuf,
 }
 
 impl Gateway {
@@ -357,7 +359,12 @@ impl Gateway {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let path = write_config(config);
+        Self::start(write_config(config), listen, extra, env).await
+    }
+
+    /// Starts the gateway on the config file at `path` (HTTP only, on `listen`) and waits
+    /// until it listens.
+    pub async fn start(path: PathBuf, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(gateway_bin())
             .arg("--config")
             .arg(&path)
@@ -372,7 +379,12 @@ impl Gateway {
             .expect("start the gateway");
         let log = Log::spawn(child.stderr.take().unwrap(), "[gateway]");
         let port = listening_port(&log).await;
-        Self { child, port, log }
+        Self {
+            child,
+            port,
+            log,
+            config: path,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -61,6 +61,7 @@
 //! store goes away and comes back, and once per kind of untrustworthy value met.
 
 mod config;
+mod keys;
 mod otel;
 mod scripts;
 mod store;
@@ -86,6 +87,7 @@ pub use config::{
     env, FleetBuilder, RateScope, DEFAULT_COMMAND_TIMEOUT, DEFAULT_POLL_INTERVAL, DEFAULT_PREFIX,
     DEFAULT_PROBE_LEASE,
 };
+pub use keys::{DEFAULT_SHARDS, MAX_SHARDS};
 
 use task::{Command, ControlChange, Shared};
 
@@ -186,8 +188,8 @@ impl FleetBuilder {
         self.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
         let _entered = runtime.enter();
-        let store = store::Store::new(&self)?;
-        let (shared, commands, task) = task::spawn(self, Arc::clone(registry), store);
+        let (store, events) = store::Store::new(&self)?;
+        let (shared, commands, task) = task::spawn(self, Arc::clone(registry), store, events);
         Ok(Fleet {
             shared,
             commands,

@@ -93,7 +93,11 @@ impl Callers {
         let flag = Arc::clone(&stop);
         let handle = std::thread::spawn(move || {
             let mut gate = Gate::default();
-            while !flag.load(Ordering::Relaxed) {
+            // Until told to stop, and then until enough calls were measured (bounded).
+            let started = Instant::now();
+            while !flag.load(Ordering::Relaxed)
+                || (gate.samples.len() < 400 && started.elapsed() < 30 * SEC)
+            {
                 for r in &registries {
                     let t = Instant::now();
                     match r.check(STEADY) {

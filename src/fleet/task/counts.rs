@@ -19,9 +19,11 @@ impl Task {
                     views.push((name.to_owned(), v.clone()));
                 }
             });
-        // One call per window width, in batches: (name, hex, new successes, new failures, view).
+        // One call per shard and window width, in batches, for the tools with new counts
+        // only (a replica without calls has nothing to add, and the replicas with calls trip
+        // the tool for the fleet): (name, hex, new successes, new failures, view).
         type Row = (String, String, u64, u64, CoordinationView);
-        let mut by_width: HashMap<u64, Vec<Row>> = HashMap::new();
+        let mut by_width: HashMap<(usize, u64), Vec<Row>> = HashMap::new();
         for (name, v) in views {
             let Some(ts) = self.tool(&name) else { continue };
             // Not marked yet: the tool was created since the last round (tools that existed
@@ -42,33 +44,41 @@ impl Task {
             let TripPolicy::FailureRate { window, .. } = v.trip else {
                 continue;
             };
+            if ds == 0 && df == 0 {
+                continue;
+            }
             let width = arg_ms(window)
                 .div_ceil(crate::policy::WINDOW_BUCKETS as u64)
                 .max(1);
             let hex = ts.hex.clone();
             by_width
-                .entry(width)
+                .entry((ts.shard, width))
                 .or_default()
                 .push((name, hex, ds, df, v));
         }
-        for (width, tools) in by_width {
+        for ((shard, width), tools) in by_width {
+            if !self.shards[shard].connected {
+                continue; // counts made while the shard is away are its replica's own
+            }
             for batch in tools.chunks(COUNTS_BATCH) {
                 let mut args = vec![width.to_string(), batch.len().to_string()];
+                let mut keys = self.store.keys.head(shard);
                 for (_, hex, ds, df, _) in batch {
                     args.extend([hex.clone(), ds.to_string(), df.to_string()]);
+                    keys.push(self.store.keys.rates(shard, hex, width));
                 }
-                let reply = match self.store.call(&self.store.scripts.counts, args).await {
+                let reply = match self.store.call(shard, Which::Counts, keys, args).await {
                     Ok(f) => f,
                     Err(e) => {
-                        self.store_failed(&e);
-                        return;
+                        self.store_failed(shard, &e);
+                        break;
                     }
                 };
                 let Some(r) = wire::counts_reply(&reply) else {
                     self.reject(Rejected::Reply, 1);
-                    return;
+                    break;
                 };
-                self.note(r.boot, r.corrupt);
+                self.note(shard, r.boot, r.corrupt);
                 // A tool whose window cannot be read is skipped (and said); the others count.
                 self.reject(Rejected::Reply, r.value.unreadable);
                 for (tool, successes, failures) in r.value.tools {

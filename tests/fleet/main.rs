@@ -8,6 +8,7 @@
 #[path = "../harness/mod.rs"]
 mod harness;
 
+mod gate;
 mod support;
 
 #[allow(dead_code)]

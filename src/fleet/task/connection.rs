@@ -104,10 +104,10 @@ impl Shared {
 }
 
 impl Task {
-    /// Shard `shard` answered a command: it is connected once it also hears its events
-    /// channel (its subscription confirmed on its subscriber's current connection) — and the
-    /// replica is connected while every shard is: a replica that reads as connected misses no
-    /// trip.
+    /// Shard `shard` answered a whole exchange (its poll, and its resync if it needed one): it
+    /// is connected once it also hears its events channel (its subscription confirmed on its
+    /// subscriber's current connection) — and the replica is connected while every shard is:
+    /// a replica that reads as connected misses no trip.
     pub(super) fn answered(&mut self, shard: usize) {
         let label = self.shard_label(shard);
         let s = &mut self.shards[shard];
@@ -115,8 +115,8 @@ impl Task {
             return;
         }
         if !s.connected {
+            // (Its resync was asked for when it went away, and is done by now.)
             s.connected = true;
-            s.resync = true;
             // News only after the WARN that said the shard was away (at start too, when it
             // did not answer at first); the first connection is otherwise silent.
             if std::mem::take(&mut s.warned) {

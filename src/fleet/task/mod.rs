@@ -347,8 +347,12 @@ pub(super) fn spawn(
         });
     let task = Task {
         registry,
+        // Breakers open before the fleet started are published at the first exchange.
         shards: (0..store.keys.shards())
-            .map(|_| ShardSync::default())
+            .map(|_| ShardSync {
+                resync: true,
+                ..ShardSync::default()
+            })
             .collect(),
         store,
         events,

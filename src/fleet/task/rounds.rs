@@ -78,6 +78,7 @@ impl Task {
                 "the store stopped answering".into(),
             ));
         }
+        self.answered(shard);
         result
     }
 
@@ -97,10 +98,10 @@ impl Task {
             self.store_failed(shard, &e);
             return;
         }
-        if self.shards[shard].resync {
-            let _ = self.republish(shard).await;
+        if self.shards[shard].resync && !self.republish(shard).await {
+            return;
         }
-        self.update_connected();
+        self.answered(shard);
     }
 
     /// Reads shard `shard`: its boot id and change counter, and — when the counter moved since
@@ -127,7 +128,6 @@ impl Task {
         let Some(index) = wire::index_reply(&reply) else {
             return Err(StoreError::Reply);
         };
-        self.answered(shard);
         self.note(shard, index.boot, index.corrupt);
         self.reject(Rejected::Reply, index.unreadable);
         let Some(listed) = index.listed else {

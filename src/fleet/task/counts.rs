@@ -10,52 +10,65 @@ impl Task {
             return;
         }
         // Every tool, whatever its policy: what was counted up to now is marked sent each
-        // round, so a tool that turns to a failure rate later sends only calls made since.
-        let mut views: Vec<(String, CoordinationView)> = Vec::new();
-        self.registry
-            .coordination()
-            .for_each_coordination_view(|name, v| {
-                if name.len() <= wire::MAX_SHARED_NAME {
-                    views.push((name.to_owned(), v.clone()));
-                }
-            });
+        // round, so a tool that turns to a failure rate later sends only calls made since. In
+        // place, allocating nothing for a tool without new counts under a failure rate: a
+        // round costs each tool one read of its breaker, whatever the number of tools.
         // One call per shard and window width, in batches, for the tools with new counts
         // only (a replica without calls has nothing to add, and the replicas with calls trip
         // the tool for the fleet): (name, hex, new successes, new failures, view).
         type Row = (String, String, u64, u64, CoordinationView);
         let mut by_width: HashMap<(usize, u64), Vec<Row>> = HashMap::new();
-        for (name, v) in views {
-            let Some(ts) = self.tool(&name) else { continue };
-            // Not marked yet: the tool was created since the last round (tools that existed
-            // when this replica joined got their baseline then), so every count is new; a mark
-            // of another incarnation: the entry was evicted and created again, counting from
-            // zero (whatever its counts reached since, they are all new).
-            let (s0, f0) = match ts.sent {
-                Some((incarnation, s, f))
-                    if incarnation == v.incarnation && s <= v.success && f <= v.failure =>
-                {
-                    (s, f)
+        let (tools, keys) = (&mut self.tools, &self.store.keys);
+        self.registry
+            .coordination()
+            .for_each_coordination_view(|name, v| {
+                let ts = match tools.get_mut(name) {
+                    Some(ts) => ts,
+                    None => {
+                        // First sight (a tool created since the last round): every count is
+                        // new.
+                        let Some(hex) = encode_tool(name) else { return };
+                        let ts = ToolSync {
+                            hex,
+                            shard: keys.shard_of(name),
+                            ..ToolSync::default()
+                        };
+                        tools.entry(name.to_owned()).or_insert(ts)
+                    }
+                };
+                // Not marked yet: the tool was created since the last round (tools that existed
+                // when this replica joined got their baseline then), so every count is new; a
+                // mark of another incarnation: the entry was evicted and created again,
+                // counting from zero (whatever its counts reached since, they are all new).
+                let (s0, f0) = match ts.sent {
+                    Some((incarnation, s, f))
+                        if incarnation == v.incarnation && s <= v.success && f <= v.failure =>
+                    {
+                        (s, f)
+                    }
+                    _ => (0, 0),
+                };
+                let (ds, df) = (v.success - s0, v.failure - f0);
+                // Marked sent before the call: a count is never sent twice (a lost call loses
+                // it).
+                ts.sent = Some((v.incarnation, v.success, v.failure));
+                let TripPolicy::FailureRate { window, .. } = v.trip else {
+                    return;
+                };
+                if ds == 0 && df == 0 {
+                    return;
                 }
-                _ => (0, 0),
-            };
-            let (ds, df) = (v.success - s0, v.failure - f0);
-            // Marked sent before the call: a count is never sent twice (a lost call loses it).
-            ts.sent = Some((v.incarnation, v.success, v.failure));
-            let TripPolicy::FailureRate { window, .. } = v.trip else {
-                continue;
-            };
-            if ds == 0 && df == 0 {
-                continue;
-            }
-            let width = arg_ms(window)
-                .div_ceil(crate::policy::WINDOW_BUCKETS as u64)
-                .max(1);
-            let hex = ts.hex.clone();
-            by_width
-                .entry((ts.shard, width))
-                .or_default()
-                .push((name, hex, ds, df, v));
-        }
+                let width = arg_ms(window)
+                    .div_ceil(crate::policy::WINDOW_BUCKETS as u64)
+                    .max(1);
+                by_width.entry((ts.shard, width)).or_default().push((
+                    name.to_owned(),
+                    ts.hex.clone(),
+                    ds,
+                    df,
+                    v.clone(),
+                ));
+            });
         for ((shard, width), tools) in by_width {
             if !self.shards[shard].connected {
                 continue; // counts made while the shard is away are its replica's own

@@ -354,9 +354,11 @@ pub(super) fn spawn(
                 ..ShardSync::default()
             })
             .collect(),
+        // Each replica starts its sweep at its own shard: replicas started together do not
+        // all read the same shard in the same second.
+        sweep: (shared.replica.0 % store.keys.shards() as u64) as usize,
         store,
         events,
-        sweep: 0,
         shared: Arc::clone(&shared),
         settings,
         local: local_rx,

@@ -81,12 +81,34 @@ pub(crate) async fn one_probe_then_closed(all: &[Replica], tool: &str, what: &st
     .await;
 }
 
+/// The ACL rules of FLEET.md, "Security", on a cluster, for `prefix`.
+fn cluster_acl(prefix: &str) -> String {
+    format!(
+        "on >fleetpw ~{{{prefix}:* &{{{prefix}:* +@scripting +@pubsub +ping +hello +auth \
+         +client|setname +client|id +time +type +get +set +del +incr +hset +hmget +hlen \
+         +hincrby +hgetall +hdel +sadd +srem +srandmember +zadd +zrange +zrem +zremrangebyscore \
+         +zcard +pexpire +pttl +cluster|slots"
+    )
+}
+
 pub(crate) async fn a_fleet_on_a_cluster_coordinates_the_tools_of_every_primary() {
     let Some(cluster) = Cluster::start(Duration::from_secs(5)).await else {
         return;
     };
-    let url = cluster.url();
+    // As the least-privilege user FLEET.md documents for a cluster (on every node: a
+    // cluster's ACL is each node's own).
     let prefix = prefix("cluster");
+    for i in 0..cluster.nodes.len() {
+        let admin = raw(&cluster.node_url(i)).await;
+        let mut args = vec!["SETUSER", "fleet"];
+        let rules = cluster_acl(&prefix);
+        args.extend(rules.split(' '));
+        let _: String = cmd(&admin, "ACL", args).await;
+        let _ = admin.quit().await;
+    }
+    let url = cluster
+        .url()
+        .replace(&format!("{USER}:{PASSWORD}@"), "fleet:fleetpw@");
     let all = replicas(&url, &prefix, 3, config(3, COOLDOWN, 10 * SEC)).await;
     for r in &all {
         assert!(r.fleet.status().connected, "{:?}", r.fleet.status());
@@ -136,8 +158,21 @@ pub(crate) async fn a_fleet_on_a_cluster_coordinates_the_tools_of_every_primary(
         )
         .await;
     }
+    // An operator's control reaches every replica.
+    all[0]
+        .fleet
+        .force_open("isolated", None)
+        .await
+        .expect("a control under the ACL");
+    for r in &all {
+        wait_for("the control to spread", 5 * SEC, || {
+            !r.registry.allow_request("isolated")
+        })
+        .await;
+    }
     for r in &all {
         assert!(r.fleet.status().connected, "{:?}", r.fleet.status());
         assert_eq!(r.fleet.status().rejected, 0);
+        assert_eq!(r.fleet.status().last_error, None);
     }
 }

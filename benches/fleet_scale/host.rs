@@ -105,8 +105,11 @@ pub(crate) fn host() -> std::process::ExitCode {
         registry.add_observer(Arc::new(Stamper(Arc::clone(&opened))));
         let fleet = {
             let _entered = runtime.enter();
-            FleetBuilder::new(url.clone())
-                .prefix(prefix.clone())
+            let mut b = FleetBuilder::new(url.clone());
+            if var("TH_SCALE_RATE_SCOPE") == "local" {
+                b = b.rate_scope(tool_health::fleet::RateScope::Local);
+            }
+            b.prefix(prefix.clone())
                 .shards(shards)
                 .poll_interval(Duration::from_millis(poll))
                 .start(&registry)

@@ -251,7 +251,8 @@ struct Task {
     overflow: Arc<AtomicBool>,
     wake: Arc<Notify>,
     commands: mpsc::Receiver<Command>,
-    tools: HashMap<String, ToolSync>,
+    /// Every tool the task has seen (a round visits each: a fast hash).
+    tools: HashMap<String, ToolSync, foldhash::fast::RandomState>,
     /// Kinds of problems already logged (each once).
     warned: BTreeSet<&'static str>,
     /// Local transitions were lost since the last resync (the queue overflowed).
@@ -327,11 +328,13 @@ pub(super) fn spawn(
     // Counts made before this replica joined are not the fleet's: they are the baseline the
     // first counts sent (and the first streak report) are taken from. A tool created later
     // counts from zero.
-    let mut tools = HashMap::new();
+    let mut tools = HashMap::default();
+    let mut names = HashMap::new();
     registry
         .coordination()
         .for_each_coordination_view(|name, v| {
             if let Some(hex) = encode_tool(name) {
+                names.insert(outcomes.key(name), name.to_owned());
                 let base = Some((v.incarnation, v.success, v.failure));
                 tools.insert(
                     name.to_owned(),
@@ -371,7 +374,7 @@ pub(super) fn spawn(
         ever_connected: false,
         layout_error: None,
         outcomes,
-        names: HashMap::new(),
+        names,
     };
     let handle = tokio::spawn(task.run());
     (shared, cmd_tx, handle)
@@ -479,6 +482,7 @@ impl Task {
     fn tool(&mut self, tool: &str) -> Option<&mut ToolSync> {
         if !self.tools.contains_key(tool) {
             let hex = encode_tool(tool)?;
+            self.names.insert(self.outcomes.key(tool), tool.to_owned());
             self.tools.insert(
                 tool.to_owned(),
                 ToolSync {

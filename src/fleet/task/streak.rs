@@ -145,16 +145,15 @@ impl Task {
                 .for_each_coordination_view(|name, _| tools.push(name.to_owned()));
         } else {
             if keys.iter().any(|k| !self.names.contains_key(k)) {
-                // A tool this task has not named yet: learn the registry's names.
+                // A tool this task has not named yet (created since the last round): learn the
+                // registry's names (a name is allocated for the new ones only).
                 let outcomes = Arc::clone(&self.outcomes);
                 let names = &mut self.names;
-                self.registry
-                    .coordination()
-                    .for_each_coordination_view(|name, _| {
-                        names
-                            .entry(outcomes.key(name))
-                            .or_insert_with(|| name.to_owned());
-                    });
+                self.registry.coordination().for_each_count(|name, _| {
+                    names
+                        .entry(outcomes.key(name))
+                        .or_insert_with(|| name.to_owned());
+                });
             }
             tools.extend(keys.iter().filter_map(|k| self.names.get(k).cloned()));
         }

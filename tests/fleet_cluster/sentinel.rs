@@ -1,7 +1,8 @@
 //! A Sentinel set-up (`redis-sentinel://`): a primary, its replica and one sentinel, from the
-//! same server binary (`--sentinel`). The primary is killed mid-outage; the sentinel promotes
-//! the replica; the fleet's connections follow it through the sentinel, and one probe per
-//! recovery holds.
+//! same server binary (`--sentinel`), the sentinel asking for the servers' credentials (the
+//! URL's, which the fleet gives the sentinels too unless `sentinelPassword` says otherwise).
+//! The primary is killed mid-outage; the sentinel promotes the replica; the fleet's
+//! connections follow it through the sentinel, and one probe per recovery holds.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -38,6 +39,8 @@ impl Sentinel {
             &conf,
             format!(
                 "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 user default off\n\
+                 user {USER} on >{PASSWORD} ~* &* +@all\n\
                  sentinel monitor {SERVICE} 127.0.0.1 {primary} 1\n\
                  sentinel auth-user {SERVICE} {USER}\n\
                  sentinel auth-pass {SERVICE} {PASSWORD}\n\
@@ -64,47 +67,43 @@ impl Sentinel {
         s
     }
 
-    /// A command on a raw socket; the reply's first line.
-    fn ask(&self, args: &[&str]) -> Option<String> {
+    /// A command on a raw socket, as the test user; the reply's lines after AUTH's `+OK`
+    /// (at least `lines` of them).
+    fn ask_lines(&self, args: &[&str], lines: usize) -> Option<Vec<String>> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut cmd = format!("*{}\r\n", args.len());
-        for a in args {
-            cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        s.write_all(cmd.as_bytes()).ok()?;
-        let mut buf = vec![0u8; 512];
-        let n = s.read(&mut buf).ok()?;
-        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-        Some(text.lines().next().unwrap_or_default().to_owned())
-    }
-
-    /// The port of the primary the sentinel names now.
-    fn primary_port(&self) -> Option<u16> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        let args = ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE];
-        let mut cmd = format!("*{}\r\n", args.len());
-        for a in args {
-            cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        let mut cmd = String::new();
+        for c in [&["AUTH", USER, PASSWORD][..], args] {
+            cmd.push_str(&format!("*{}\r\n", c.len()));
+            for a in c {
+                cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+            }
         }
         s.write_all(cmd.as_bytes()).ok()?;
         let mut got = Vec::new();
         let mut buf = [0u8; 256];
-        // `*2 $9 127.0.0.1 $5 port`: six lines.
-        while String::from_utf8_lossy(&got).lines().count() < 5 {
+        while String::from_utf8_lossy(&got).lines().count() < lines + 1 {
             let n = s.read(&mut buf).ok()?;
             if n == 0 {
                 return None;
             }
             got.extend_from_slice(&buf[..n]);
         }
-        String::from_utf8_lossy(&got)
-            .lines()
-            .nth(4)?
-            .trim()
-            .parse()
-            .ok()
+        let text = String::from_utf8_lossy(&got).into_owned();
+        let mut all = text.lines().map(str::to_owned);
+        (all.next()? == "+OK").then(|| all.collect())
+    }
+
+    /// A command's first reply line.
+    fn ask(&self, args: &[&str]) -> Option<String> {
+        self.ask_lines(args, 1)?.into_iter().next()
+    }
+
+    /// The port of the primary the sentinel names now.
+    fn primary_port(&self) -> Option<u16> {
+        // `*2 $9 127.0.0.1 $5 port`: five lines.
+        let lines = self.ask_lines(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE], 5)?;
+        lines.get(4)?.trim().parse().ok()
     }
 }
 

@@ -108,6 +108,34 @@ fn scheme(url: &str) -> Result<(bool, Kind), FleetError> {
     Ok((tls, kind))
 }
 
+/// Sentinel's own credentials: the servers' (the URL's, or the builder's), as earlier
+/// releases used them, unless the URL says otherwise with `sentinelUsername` /
+/// `sentinelPassword` — an empty `sentinelPassword=` for sentinels that ask for none.
+fn sentinel_credentials(config: &mut Config, url: &str) {
+    let ServerConfig::Sentinel {
+        username, password, ..
+    } = &mut config.server
+    else {
+        return;
+    };
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let said = |name: &str| {
+        query
+            .split('&')
+            .any(|kv| kv.split_once('=').map_or(kv, |(k, _)| k) == name)
+    };
+    if !said("sentinelUsername") && !said("sentinelPassword") {
+        *username = config.username.clone();
+        *password = config.password.clone();
+    }
+    if password.as_deref() == Some("") {
+        *password = None;
+    }
+    if username.as_deref() == Some("") {
+        *username = None;
+    }
+}
+
 /// The URL with its scheme's kind changed to `to` (for the message that says which to use).
 fn with_kind(shown_url: &str, to: Kind) -> String {
     let Some((scheme, rest)) = shown_url.split_once("://") else {
@@ -190,6 +218,7 @@ impl Store {
         if let Some(password) = &b.password {
             config.password = Some(password.0.clone());
         }
+        sentinel_credentials(&mut config, &plain);
         if tls {
             #[cfg(feature = "fleet-tls")]
             {
@@ -581,6 +610,33 @@ mod tests {
         for bad in ["redis+unix:///s", "http://h", "h:6379"] {
             assert!(scheme(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sentinels_are_authenticated_as_the_servers_unless_the_url_says_otherwise() {
+        let sentinel = |url: &str| {
+            let mut c = Config::from_url(url).expect("a sentinel URL");
+            sentinel_credentials(&mut c, url);
+            match c.server {
+                ServerConfig::Sentinel {
+                    username, password, ..
+                } => (username, password),
+                _ => unreachable!(),
+            }
+        };
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(
+            sentinel("redis-sentinel://u:p@h:26379?sentinelServiceName=m"),
+            (s("u"), s("p"))
+        );
+        assert_eq!(
+            sentinel("redis-sentinel://u:p@h:26379?sentinelServiceName=m&sentinelPassword=q"),
+            (None, s("q"))
+        );
+        assert_eq!(
+            sentinel("redis-sentinel://u:p@h:26379?sentinelServiceName=m&sentinelPassword="),
+            (None, None)
+        );
     }
 
     #[test]

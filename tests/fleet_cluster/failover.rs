@@ -118,6 +118,54 @@ pub(crate) async fn a_primary_killed_mid_outage_fails_over_and_the_fleet_follows
     gate.check("a primary killed and its replica promoted");
 }
 
+pub(crate) async fn a_manual_failover_is_followed_through_the_moved_answer() {
+    let Some(cluster) = Cluster::start(Duration::from_secs(5)).await else {
+        return;
+    };
+    let url = cluster.url();
+    let prefix = prefix("manual-failover");
+    let all = fleet(&url, &prefix, 3).await;
+    let down = tool_in_shard("down", 0, SHARDS);
+    let next = tool_in_shard("next", 0, SHARDS);
+    assert_eq!(all[0].fail(&down, 3), 3);
+    wait_all(
+        &all,
+        &down,
+        BreakerState::Open,
+        "the trip to spread",
+        5 * SEC,
+    )
+    .await;
+    let slot = slot_of_tool(&cluster, &prefix, &down).await;
+    let old = cluster.primary_of(slot).await;
+    let ep = stored_episode(&cluster, &prefix, &down).await;
+    // A maintenance failover (what managed offerings run): the replica takes the slots over
+    // and the old primary becomes its replica — the fleet's connections stay up, pointed at a
+    // node that now answers MOVED.
+    let replica = raw(&cluster.node_url(PRIMARIES + old)).await;
+    let _: String = cmd(&replica, "CLUSTER", vec!["FAILOVER"]).await;
+    let _ = replica.quit().await;
+    let new = cluster.wait_failover(slot, old).await;
+    assert_eq!(new, PRIMARIES + old);
+    // A trip of another tool of that shard reaches every replica: they followed the MOVED
+    // answer to the new primary and subscribed there.
+    assert_eq!(all[1].fail(&next, 3), 3);
+    wait_all(
+        &all,
+        &next,
+        BreakerState::Open,
+        "a trip after a manual failover",
+        10 * SEC,
+    )
+    .await;
+    assert_eq!(stored_episode(&cluster, &prefix, &down).await, ep);
+    one_probe_then_closed(&all, &down, "after a manual failover").await;
+    one_probe_then_closed(&all, &next, "after a manual failover").await;
+    for r in &all {
+        assert!(r.fleet.status().connected, "{:?}", r.fleet.status());
+    }
+}
+
 pub(crate) async fn a_shard_that_lost_its_data_is_republished_alone() {
     // A node timeout longer than the restart: no failover, the replica re-syncs from its
     // primary that restarted empty — the shard lost its data, the others did not.

@@ -29,6 +29,7 @@ fn main() -> std::process::ExitCode {
     harness::run(trials![
         multi spread::a_fleet_on_a_cluster_coordinates_the_tools_of_every_primary,
         multi failover::a_primary_killed_mid_outage_fails_over_and_the_fleet_follows,
+        multi failover::a_manual_failover_is_followed_through_the_moved_answer,
         multi failover::a_shard_that_lost_its_data_is_republished_alone,
         multi failover::replicas_cut_off_from_one_node_still_coordinate_the_tools_of_the_others,
         current layout::a_plain_url_at_a_cluster_node_says_which_url_to_use,

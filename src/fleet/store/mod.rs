@@ -365,6 +365,10 @@ impl Store {
             Err(StoreError::Moved(details)) => {
                 if let Some(node) = cluster::redirection(&details) {
                     self.route(shard, node)?;
+                    // The new connection's first (bounded): the script runs once more there.
+                    if let Some(conn) = &self.conns[shard] {
+                        self.bounded(conn.client.wait_for_connect()).await?;
+                    }
                 }
                 self.call_once(shard, which, keys, all).await
             }

@@ -90,19 +90,25 @@ impl Checker<'_> {
     }
 
     pub(super) fn fleet(&mut self, v: &Value, path: &[String]) -> Option<Fleet> {
-        let m = self.object(v, path, "`fleet` is `{\"url\": \"redis://host:6379\"}`")?;
+        let m = self.object(
+            v,
+            path,
+            "`fleet` is `{\"url\": \"redis://host:6379\"}` (a cluster: `redis-cluster://host:6379`)",
+        )?;
         self.unknown_keys(m, path, &["url", "prefix"], true);
         let url = match m.get("url") {
             Some(u) => self.string_field(
                 u,
                 &child(path, "url"),
-                "the store's URL, e.g. `\"redis://127.0.0.1:6379\"`",
+                "the store's URL, e.g. `\"redis://127.0.0.1:6379\"` or, for a cluster, \
+                 `\"redis-cluster://node:6379\"`",
             )?,
             None => {
                 self.problem(
                     path,
                     "has no `url`",
-                    "add `\"url\": \"redis://host:6379\"` (Valkey or Redis ≥ 7)",
+                    "add `\"url\": \"redis://host:6379\"` (Valkey or Redis ≥ 7; a cluster: \
+                     `redis-cluster://host:6379`)",
                 );
                 return None;
             }

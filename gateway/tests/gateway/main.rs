@@ -41,6 +41,7 @@ fn main() {
             trial("api::servers_healthz_page_and_metrics", api::servers_healthz_page_and_metrics),
             trial("config::a_bad_config_exits_2_naming_the_line_and_the_fix", config::a_bad_config_exits_2),
             trial("fleet::replicas_share_a_trip_through_the_store", fleet::replicas_share_a_trip),
+            trial("fleet::replicas_share_a_trip_through_a_cluster", fleet::replicas_share_a_trip_on_a_cluster),
             trial("receiver::an_agents_traces_trip_a_breaker_the_api_shows", receiver::an_agents_traces_trip_a_breaker_the_api_shows),
             trial("supervise::a_killed_stdio_upstream_works_again_within_a_second_of_its_handshake", supervise::a_killed_stdio_upstream_works_again_within_a_second_of_its_handshake),
             trial("supervise::an_http_upstream_down_for_5_s_works_again_within_a_second_of_answering", supervise::an_http_upstream_down_for_5_s_works_again_within_a_second_of_answering),

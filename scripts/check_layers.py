@@ -32,6 +32,7 @@ LAYERS = [
     ["layer", "span_processor"],
     ["mcp", "fleet"],
     ["metrics"],
+    ["web"],
     ["otlp", "status"],
     ["receiver"],
 ]

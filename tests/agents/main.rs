@@ -6,7 +6,7 @@
 //! ignored with the reason (failing under `CI=true`).
 //!
 //! Each framework: a failing tool trips its breaker (`GET /v1/tools/{tool}` says refused with a
-//! `retry_after`, `/metrics` shows it open and its failures), a succeeding tool counts cleanly,
+//! `retry_after_ms`, `/metrics` shows it open and its failures), a succeeding tool counts cleanly,
 //! a wrongly typed argument does not count where the framework marks it, and after the cooldown
 //! (the registry's `ManualClock`, advanced by hand) the agent's next successful call — its span
 //! alone, no gate call — closes the breaker. The export delay (a tool's failure → the API says
@@ -254,8 +254,8 @@ async fn run(fw: Framework, s: &Server, scenarios: &str, env: &[(&str, &str)]) -
 }
 
 fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
-    let n = |k: &str| v[k].as_u64().unwrap();
-    (n("success_count"), n("failure_count"), n("ignored_count"))
+    let n = |k: &str| v["calls"][k].as_u64().unwrap();
+    (n("success"), n("failure"), n("ignored"))
 }
 
 /// The failing tool's spans trip it; the API and the metrics say so; the others count as the
@@ -272,8 +272,8 @@ async fn trips_counts_and_recovers(fw: Framework) {
     let flaky = s.tool("flaky").await;
     assert_eq!(flaky["available"], false, "{flaky}");
     assert_eq!(flaky["state"], "open", "{flaky}");
-    let retry = flaky["retry_after"].as_f64().unwrap();
-    assert!(retry > 25.0 && retry <= 30.0, "{flaky}");
+    let retry = flaky["retry_after_ms"].as_u64().unwrap();
+    assert!(retry > 25_000 && retry <= 30_000, "{flaky}");
     assert_eq!(counts(&flaky), (0, 3, 0), "{flaky}");
     let weather = s.tool("weather").await;
     assert_eq!(weather["available"], true);

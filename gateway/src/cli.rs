@@ -9,6 +9,7 @@ tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
 
 usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                            [--control-token-file FILE] [--allow-host HOST]...
+                           [--allow-origin ORIGIN]...
                            [--otlp-grpc ADDR] [--forward-traces URL] [--check]
 
   --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
@@ -19,8 +20,12 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
   --no-stdio                 no MCP over stdin/stdout (with --listen: an HTTP-only gateway)
   --control-token-file FILE  turn the operator controls on, behind the token in FILE (or set
                              TOOL_HEALTH_GATEWAY_TOKEN); 16 to 256 visible ASCII characters
-  --allow-host HOST          a Host header /mcp accepts besides localhost (repeatable; needed
-                             when clients reach a non-loopback --listen by name)
+  --allow-host HOST          a Host every route accepts besides localhost, 127.0.0.1 and [::1]
+                             (repeatable; `name` any port, `name:port` that one): needed when
+                             clients reach a non-loopback --listen by name or address
+  --allow-origin ORIGIN      a web page's origin that may call the routes from a browser
+                             besides the gateway's own pages (repeatable;
+                             `https://app.example.com`, `http://localhost:*`)
   --otlp-grpc ADDR           also receive agents' traces over OTLP/gRPC on ADDR (as --listen:
                              127.0.0.1 unless it says otherwise; 4317 is OTLP's port)
   --forward-traces URL       forward every trace request received, unchanged, to this
@@ -39,6 +44,8 @@ pub(crate) struct Args {
     pub(crate) stdio: bool,
     pub(crate) token_file: Option<PathBuf>,
     pub(crate) allow_hosts: Vec<String>,
+    /// `--allow-origin`: origins of pages that may call the HTTP routes.
+    pub(crate) allow_origins: Vec<String>,
     pub(crate) check: bool,
     /// `--otlp-grpc`: where the OTLP/gRPC trace receiver listens.
     pub(crate) otlp_grpc: Option<SocketAddr>,
@@ -77,6 +84,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
     let mut stdio = true;
     let mut token_file = None;
     let mut allow_hosts = Vec::new();
+    let mut allow_origins = Vec::new();
     let mut check = false;
     let mut otlp_grpc = None;
     let mut forward_traces = None;
@@ -100,6 +108,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
                 token_file = Some(PathBuf::from(value("--control-token-file")?))
             }
             "--allow-host" => allow_hosts.push(value("--allow-host")?),
+            "--allow-origin" => allow_origins.push(value("--allow-origin")?),
             "--check" => check = true,
             "--otlp-grpc" => {
                 let v = value("--otlp-grpc")?;
@@ -138,6 +147,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
         stdio,
         token_file,
         allow_hosts,
+        allow_origins,
         check,
         otlp_grpc,
         forward_traces,
@@ -155,13 +165,14 @@ mod tests {
     #[test]
     fn the_command_line_is_read() {
         let Command::Run(a) =
-            args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local").unwrap()
+            args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local --allow-origin http://localhost:*").unwrap()
         else {
             panic!()
         };
         assert_eq!(a.listen, Some("127.0.0.1:8080".parse().unwrap()));
         assert!(!a.stdio);
         assert_eq!(a.allow_hosts, ["gw.local"]);
+        assert_eq!(a.allow_origins, ["http://localhost:*"]);
         assert_eq!(
             listen_addr("localhost:9").unwrap(),
             "127.0.0.1:9".parse().unwrap()

@@ -9,12 +9,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tool_health::fleet::{Fleet, FleetBuilder};
 use tool_health::status::{PrometheusMetrics, Status};
+use tool_health::web::HttpGuard;
 use tool_health::{ToolHealthRegistry, ToolPolicy};
 
 use crate::config::Config;
-use crate::http::api::Probes;
-use crate::http::controls::Token;
-use crate::server::notify::Hosts;
+use crate::notify::Hosts;
+use crate::probes::Probes;
+use crate::token::Token;
 use crate::upstream::{supervise, Upstream, Upstreams};
 
 /// The gateway's state.
@@ -26,6 +27,9 @@ pub(crate) struct Gateway {
     pub(crate) fleet: Option<Fleet>,
     pub(crate) probes: Probes,
     pub(crate) token: Option<Token>,
+    /// Who may call the HTTP routes (every one of them: the API, `/mcp`, the status page, the
+    /// trace receiver).
+    pub(crate) guard: HttpGuard,
     pub(crate) max_message_bytes: usize,
     /// Cancelled when the gateway stops: supervisors, the HTTP server and sessions end.
     pub(crate) shutdown: CancellationToken,
@@ -59,6 +63,7 @@ impl Gateway {
         config: &Config,
         registry: Arc<ToolHealthRegistry>,
         token: Option<Token>,
+        guard: HttpGuard,
         meter: Option<&opentelemetry::metrics::Meter>,
     ) -> Result<Arc<Self>, String> {
         // Created now, with the tools' defaults (a server's own policy is set per server).
@@ -88,7 +93,9 @@ impl Gateway {
             }
             tracing::info!(replica = %fleet.replica_id(), "fleet mode on: breaker decisions are shared with the other replicas");
         }
-        let mut status = tool_health::status::builder(Arc::clone(&registry)).prometheus(prometheus);
+        let mut status = tool_health::status::builder(Arc::clone(&registry))
+            .prometheus(prometheus)
+            .guard(guard.clone());
         if let Some(t) = &token {
             status = status.control_token(t.expose());
         }
@@ -116,6 +123,7 @@ impl Gateway {
             fleet,
             probes: Probes::default(),
             token,
+            guard,
             max_message_bytes: config.health.max_message_bytes,
             shutdown,
             tasks: Mutex::new(tasks),

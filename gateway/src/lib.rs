@@ -14,13 +14,20 @@
 //! | `cli` | the command line |
 //! | `config` | the config file: `mcpServers` + `health`, checked with lines and fixes |
 //! | `names` | the rule for the names hosts see: `{server}__{tool}` |
+//! | `notify` | the hosts to tell when the tool list changes |
+//! | `token` | the operator-control token |
+//! | `probes` | the probes agents hold through the API (`claim` → `report`) |
 //! | `upstream` | one client per upstream server, and its supervisor (restarts with backoff) |
-//! | `server` | the MCP server side: the handler, the stdio transport, the notifier |
-//! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
-//! | `telemetry` | the log (stderr) and OTLP export |
 //! | `gateway` | the assembled state |
+//! | `server` | the MCP server side: the handler, the stdio transport |
+//! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router, behind one guard |
+//! | `telemetry` | the log (stderr) and OTLP export |
 //!
-//! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
+//! Each module names only modules listed before it (`scripts/check_layers.py` checks it): the
+//! transports (`server`, `http`) hold the assembled `gateway`, which holds the `upstream`s,
+//! which tell `notify`.
+//!
+//! (The OTLP receiver of issue 23 is the library's `tool_health::receiver`, mounted at
 //! `/v1/traces`.)
 
 mod cli;
@@ -28,20 +35,25 @@ mod config;
 mod gateway;
 mod http;
 mod names;
+mod notify;
+mod probes;
 mod server;
 mod telemetry;
+mod token;
 mod upstream;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt as _;
 use rmcp::ServiceExt;
+use tool_health::web::HttpGuard;
 
 use crate::gateway::Gateway;
-use crate::http::controls::Token;
 use crate::server::stdio::StdioTransport;
 use crate::server::GatewayServer;
+use crate::token::Token;
 
 /// How long stopping may take (servers killed, the last metrics flushed).
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,6 +94,13 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let guard = match http_guard(&args) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("tool-health-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if args.check {
         eprintln!(
             "tool-health-gateway: {} is valid ({} server{})",
@@ -106,9 +125,28 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve(args, config, token));
+    let code = runtime.block_on(serve(args, config, token, guard));
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// Who may call the HTTP routes: the loopback names, `--allow-host`, `--allow-origin`.
+fn http_guard(args: &cli::Args) -> Result<HttpGuard, String> {
+    let mut b = HttpGuard::builder();
+    for h in &args.allow_hosts {
+        b = b.allow_host(h.clone());
+    }
+    for o in &args.allow_origins {
+        b = b.allow_origin(o.clone());
+    }
+    b.build().map_err(|e| {
+        let flag = if e.setting == "allow_host" {
+            "--allow-host"
+        } else {
+            "--allow-origin"
+        };
+        format!("{flag} {:?}: expected {}", e.value, e.expected)
+    })
 }
 
 /// The control token from `--control-token-file` or `TOOL_HEALTH_GATEWAY_TOKEN`.
@@ -132,7 +170,12 @@ fn read_token(args: &cli::Args) -> Result<Option<Token>, String> {
     .transpose()
 }
 
-async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) -> ExitCode {
+async fn serve(
+    args: cli::Args,
+    config: config::Config,
+    token: Option<Token>,
+    guard: HttpGuard,
+) -> ExitCode {
     let registry = gateway::registry(&config);
     let otlp = match telemetry::init(&registry) {
         Ok(g) => g,
@@ -145,7 +188,7 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         use opentelemetry::metrics::MeterProvider as _;
         g.meter_provider().meter(tool_health::otlp::METER_SCOPE)
     });
-    let gw = match Gateway::start(&config, registry, token, meter.as_ref()) {
+    let gw = match Gateway::start(&config, registry, token, guard, meter.as_ref()) {
         Ok(gw) => gw,
         Err(e) => {
             tracing::error!("{e}");
@@ -169,7 +212,8 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
     // Agents' traces (issue 23): OTLP/HTTP at /v1/traces with --listen, OTLP/gRPC with
     // --otlp-grpc, into the same registry as the MCP calls.
     let receiver = if args.listen.is_some() || args.otlp_grpc.is_some() {
-        let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry));
+        let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry))
+            .guard(gw.guard.clone());
         if let Some(url) = &args.forward_traces {
             b = b.forward_to(url.clone());
         }
@@ -227,8 +271,15 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
             "listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /, \
              OTLP/HTTP traces at /v1/traces"
         );
-        let router = http::router(&gw, &args.allow_hosts, receiver.as_ref());
+        let router = http::router(&gw, receiver.as_ref());
         let stop = gw.shutdown.clone();
+        // Every answer goes out when written: without TCP_NODELAY a response written in pieces
+        // waits for the client's delayed ACK (~40 ms a call with the SDK clients).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY: {e}");
+            }
+        });
         http_task = Some(tokio::spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(stop.cancelled_owned())

@@ -26,7 +26,7 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 
 use crate::config::{Launch, ServerConfig};
 use crate::names;
-use crate::server::notify::Hosts;
+use crate::notify::Hosts;
 
 pub(crate) use supervise::supervise;
 

@@ -16,6 +16,7 @@ mod breakers;
 mod config;
 mod fleet;
 mod receiver;
+mod security;
 
 use support::trial;
 
@@ -34,6 +35,12 @@ fn main() {
             trial("config::a_bad_config_exits_2_naming_the_line_and_the_fix", config::a_bad_config_exits_2),
             trial("fleet::replicas_share_a_trip_through_the_store", fleet::replicas_share_a_trip),
             trial("receiver::an_agents_traces_trip_a_breaker_the_api_shows", receiver::an_agents_traces_trip_a_breaker_the_api_shows),
+            trial("security::every_route_checks_host_and_origin", security::every_route_checks_host_and_origin),
+            trial("security::a_page_cannot_change_state_with_a_simple_request", security::a_page_cannot_change_state_with_a_simple_request),
+            trial("security::a_claim_with_an_overlong_name_is_a_400_naming_the_limit", security::a_claim_with_an_overlong_name_is_a_400_naming_the_limit),
+            trial("security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver", security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver),
+            trial("security::http_mcp_sessions_are_capped", security::http_mcp_sessions_are_capped),
+            trial("security::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives", security::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives),
         ]
     });
 }

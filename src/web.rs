@@ -1,6 +1,7 @@
-//! Who may call the library's HTTP routers (features `status` and `receiver`): one rule for
-//! every route, as one axum middleware ([`HttpGuard`]) that the status page, the OTLP receiver
-//! and `tool-health-gateway` all apply before any route runs.
+//! What the library's HTTP routers share (features `status` and `receiver`): who may call them
+//! — one rule for every route, as one axum middleware ([`HttpGuard`]) that the status page, the
+//! OTLP receiver and `tool-health-gateway` all apply before any route runs — and how to
+//! listen for them ([`nodelay`]).
 //!
 //! A listening socket is an attack surface even on 127.0.0.1. A web page the operator visits
 //! can make the browser send *simple* requests anywhere (a form, `fetch(url, {mode:
@@ -391,6 +392,30 @@ async fn guard(State(g): State<HttpGuard>, request: Request, next: Next) -> Resp
             refusal.into_response()
         }
     }
+}
+
+/// `listener` with `TCP_NODELAY` on every connection it accepts, for `axum::serve`: an answer
+/// goes out when it is written. axum leaves Nagle's algorithm on, and an answer written in
+/// pieces (headers, then a body or an event stream's frames) then waits for the client's
+/// delayed ACK — about 40 ms a request with the official MCP TypeScript SDK client (issue 29:
+/// the gateway's `tools/call` p50 went from 41.7 ms to 1.9 ms with it).
+///
+/// ```no_run
+/// # async fn run() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:9464").await?;
+/// let app = axum::Router::new();
+/// axum::serve(tool_health::web::nodelay(listener), app).await
+/// # }
+/// ```
+pub fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(target: "tool_health::web", "TCP_NODELAY: {e}");
+        }
+    })
 }
 
 impl HostRule {

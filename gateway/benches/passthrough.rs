@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ResultType,
     ServerCapabilities, ServerConfig,
@@ -114,10 +113,9 @@ pub(crate) fn serve_proxy(http: bool) {
             eprintln!("listening on http://{}", listener.local_addr().unwrap());
             // As every HTTP server hosts meet (Node's, uvicorn, the gateway): answers go out
             // when written, not after the client's delayed ACK.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(listener, router).await.unwrap();
+            axum::serve(tool_health::web::nodelay(listener), router)
+                .await
+                .unwrap();
         } else {
             let running = proxy
                 .serve((tokio::io::stdin(), tokio::io::stdout()))

@@ -46,7 +46,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use rmcp::ServiceExt;
 use tool_health::web::HttpGuard;
 
@@ -275,11 +274,7 @@ async fn serve(
         let stop = gw.shutdown.clone();
         // Every answer goes out when written: without TCP_NODELAY a response written in pieces
         // waits for the client's delayed ACK (~40 ms a call with the SDK clients).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("TCP_NODELAY: {e}");
-            }
-        });
+        let listener = tool_health::web::nodelay(listener);
         http_task = Some(tokio::spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(stop.cancelled_owned())

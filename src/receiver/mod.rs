@@ -458,13 +458,9 @@ impl Receiver {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        use axum::serve::ListenerExt as _;
         let app = self.router().merge(self.gate_router());
         // Answers go out at once (no Nagle delay waiting for the exporter's ACK).
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let result = axum::serve(listener, app)
+        let result = axum::serve(crate::web::nodelay(listener), app)
             .with_graceful_shutdown(shutdown)
             .await;
         self.flush();

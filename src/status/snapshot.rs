@@ -373,6 +373,7 @@ pub(super) fn tool_json(
 
 /// One tool's object as [`tool_json`] writes it, without a history (`rates` null,
 /// `score_history` and `transitions` empty): for routes that keep none (the receiver's gate).
+#[cfg(feature = "receiver")]
 pub(crate) fn tool_object(registry: &ToolHealthRegistry, tool: &str) -> Option<String> {
     let now = registry.now();
     let s = registry.snapshot(tool)?;

@@ -147,7 +147,9 @@ pub use registry::past;
 /// on the thread that records (keep it short, never block). Without observers nothing is paid
 /// on the record path but one relaxed load.
 pub mod observe {
-    pub use crate::registry::{CallEvent, EvictedTool, HealthObserver, OverflowStats, LOG_TARGET};
+    pub use crate::registry::{
+        CallEvent, Escaped, EvictedTool, HealthObserver, OverflowStats, LOG_TARGET,
+    };
 }
 
 // Hidden aliases of names that moved off the root (see the modules named).

@@ -52,7 +52,7 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `record.rs` | what the readers fill: a located span, its borrowed fields, a raw value, [`WireError`](record::WireError) |
+//! | `record.rs` | what the readers fill: a located span, its borrowed fields, a raw value, `WireError` |
 //! | `wire.rs` | OTLP/protobuf read in place (no copy), the two levels of malformed input |
 //! | `json.rs` | OTLP/JSON into the same borrowed spans |
 //! | `span.rs` | a received span as the inference's `SpanView`, values decoded when read; tool names bounded |

@@ -13,7 +13,7 @@
 //! | `POST /tools/{tool}/{force-open,force-closed,release,reset}` | only with a control token ([`StatusBuilder::control_token`]) |
 //! | `GET /metrics` | only with [`StatusBuilder::prometheus`] (feature `prometheus`) |
 //!
-//! Every route is behind an [`HttpGuard`](crate::web::HttpGuard) (default: loopback `Host`
+//! Every route is behind an [`HttpGuard`] (default: loopback `Host`
 //! names only, no `Origin` but the page's own; [`StatusBuilder::guard`] to serve it under
 //! another name), so that no other site's page can read it or act on it. At most
 //! [`StatusBuilder::max_event_streams`] event streams are served at once (each builds a

@@ -22,12 +22,15 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 /// Every route of the listener, as (method, path, body, headers a legitimate caller sends).
 /// `/events` is left to the status router's own tests: its 200 is a stream that never ends.
-fn routes() -> Vec<(
+/// A request: method, path, body, the headers a legitimate caller sends.
+type Route = (
     &'static str,
     &'static str,
     &'static str,
     Vec<(&'static str, &'static str)>,
-)> {
+);
+
+fn routes() -> Vec<Route> {
     let json = ("content-type", "application/json");
     let mcp = vec![json, ("accept", "application/json, text/event-stream")];
     let bearer = ("authorization", "Bearer s3cret-token-0123456789abcdef");

@@ -263,7 +263,9 @@ async fn serve(
         if !bound.ip().is_loopback() {
             tracing::warn!(
                 "listening beyond loopback on {bound}: the API and /mcp have no authentication \
-                 (only the controls need the token); put the gateway behind your own auth"
+                 (only the controls need the token); put the gateway behind your own auth. \
+                 Clients that reach it by a name or an address other than localhost need \
+                 --allow-host NAME (every route refuses other Host headers with 403)"
             );
         }
         tracing::info!(

@@ -33,7 +33,7 @@ mod fixture;
 #[allow(dead_code)]
 mod passthrough;
 
-use passthrough::{exe, gateway_command, http_url, serve_proxy, ROLE};
+use passthrough::{exe, gateway_command, serve_proxy, ROLE};
 
 /// The workspace's root.
 fn workspace() -> PathBuf {
@@ -58,6 +58,49 @@ fn sdks() -> Result<(PathBuf, PathBuf), String> {
         return Err("the MCP SDKs are not installed (bash scripts/mcp_sdks.sh)".into());
     }
     Ok((python, PathBuf::from("node")))
+}
+
+/// A server process of the bench (the proxy, the gateway), killed when this is dropped — also
+/// when the bench panics (std's kill: no runtime needed).
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` (stderr piped) and waits for its `listening on http://ADDR` line: the server
+/// and the URL of its `/mcp`. Its stderr is drained by a thread from then on.
+fn serve_http(mut cmd: std::process::Command) -> (Server, String) {
+    use std::io::BufRead as _;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("start a server");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let server = Server(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                // `127.0.0.1:PORT` (the gateway's line goes on with `: MCP at /mcp, …`).
+                let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(addr.trim_end_matches(':').to_owned());
+                }
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the server listens in time");
+    (server, format!("http://{addr}/mcp"))
 }
 
 /// One SDK client process connected to one server.
@@ -217,24 +260,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let (mut pairs, _servers) = runtime.block_on(async {
-        let mut proxy = tokio::process::Command::new(exe());
-        proxy
-            .env(ROLE, "proxy-http")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut proxy = proxy.spawn().expect("start the proxy");
-        let proxy_url = http_url(&mut proxy).await;
-        let mut gateway = gateway_command(true);
-        gateway
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut gateway = gateway.spawn().expect("start the gateway");
-        let gateway_url = http_url(&mut gateway).await;
+    // The servers live in this frame: killed on the way out, a panic included.
+    let mut proxy = std::process::Command::new(exe());
+    proxy.env(ROLE, "proxy-http");
+    let (_proxy, proxy_url) = serve_http(proxy);
+    let (_gateway, gateway_url) = serve_http(gateway_command(true).into_std());
+    let mut pairs = runtime.block_on(async {
         let ts = "integrations/servers/typescript/client.mjs";
         let py = "integrations/servers/python/client.py";
         let mut pairs = Vec::new();
@@ -264,7 +295,7 @@ fn main() {
         for p in &mut pairs {
             p.calls(50).await;
         }
-        (pairs, (proxy, gateway))
+        pairs
     });
     let mut c = Criterion::default()
         .sample_size(10)

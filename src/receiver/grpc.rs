@@ -10,10 +10,11 @@
 //! | `RESOURCE_EXHAUSTED` + `RetryInfo` | the in-flight budget is spent (retried later) |
 //! | `UNAVAILABLE` + `RetryInfo` | forwarding is on and its queue is full (retried later) |
 //!
-//! A request's bytes count against [`Limits::max_in_flight_bytes`](super::Limits::max_in_flight_bytes)
-//! as they arrive, frame by frame, before tonic buffers them ([`Charged`]): many large messages
-//! sent at once cost the budget, not memory past it (the gateway's test floods 3 connections
-//! with 8 streams of 8 MB each). A decompressed message is charged for what it grew by.
+//! A request's bytes count against
+//! [`Limits::max_in_flight_bytes`](super::Limits::max_in_flight_bytes) as they arrive, frame by
+//! frame, before tonic buffers them ([`Charged`]): many large messages sent at once cost the
+//! budget, not memory past it (`gateway/tests/gateway/flood.rs` floods 3 connections with 8
+//! streams of 8 MB each). A decompressed message is charged for what it grew by.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -17,6 +17,7 @@ mod breakers;
 mod browser;
 mod config;
 mod fleet;
+mod flood;
 mod receiver;
 mod security;
 
@@ -43,7 +44,7 @@ fn main() {
             trial("security::a_claim_with_an_overlong_name_is_a_400_naming_the_limit", security::a_claim_with_an_overlong_name_is_a_400_naming_the_limit),
             trial("security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver", security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver),
             trial("security::http_mcp_sessions_are_capped", security::http_mcp_sessions_are_capped),
-            trial("security::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives", security::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives),
+            trial("flood::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives", flood::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives),
         ]
     });
 }

@@ -6,7 +6,7 @@
 # * `otlp-http` carries no gRPC stack (tonic) and `otlp-grpc` no HTTP client (reqwest);
 # * the default build carries neither, nor the OpenTelemetry SDK; `fleet` carries no OTLP stack;
 # * the span processors (`span-processor`, `span-processor-sdk-0-32`) carry the SDK and nothing
-#   else: no exporter, no transport, no runtime.
+#   else: no exporter, no transport, no runtime; the span feed (`span-feed`) not even the SDK.
 #
 # Prints the crate count of each set (the figures in the README come from clean builds).
 set -euo pipefail
@@ -48,6 +48,8 @@ check "fleet" --features fleet -- tonic reqwest opentelemetry_sdk
 check "status" --features status -- tonic reqwest opentelemetry_sdk serde_json
 # `/metrics`: the SDK and its Prometheus exporter (no protobuf), still no OTLP stack.
 check "prometheus" --features prometheus -- tonic reqwest opentelemetry-otlp protobuf serde_json
+# The span feed (the Python package's processor feeds it): no SDK, no runtime, nothing new.
+check "span-feed" --features span-feed -- tonic reqwest opentelemetry_sdk tokio
 # The span processors: the SDK they plug into, no exporter, no transport.
 check "span-processor" --features span-processor -- tonic reqwest opentelemetry-otlp tokio
 check "span-processor-sdk-0-32" --features span-processor-sdk-0-32 -- tonic reqwest opentelemetry-otlp tokio

@@ -23,14 +23,14 @@ LAYERS = [
     ["semconv"],
     ["policy"],
     ["call"],
-    ["infer"],
     ["breaker"],
     ["stats"],
     ["control"],
     ["hook"],
     ["registry"],
     ["router", "call_helper"],
-    ["layer", "span_processor"],
+    ["infer"],
+    ["layer", "span_processor", "span_feed"],
     ["mcp", "fleet"],
     ["metrics"],
     ["web"],
@@ -39,13 +39,14 @@ LAYERS = [
 ]
 # The gateway's modules, bottom to top (gateway/src/lib.rs).
 GATEWAY_LAYERS = [
-    ["cli", "names", "telemetry"],
+    ["cli", "names", "healthcheck", "signals", "progress", "served"],
     ["config"],
-    ["notify", "token"],
+    ["notify", "token", "reloads"],
     ["probes"],
     ["upstream"],
+    ["telemetry"],
     ["gateway"],
-    ["server"],
+    ["server", "reload"],
     ["http"],
 ]
 

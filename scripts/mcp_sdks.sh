@@ -6,7 +6,10 @@
 #   requirements.txt (PyPI `mcp` 2.3.0 and every dependency pinned);
 # * TypeScript: `npm ci` in integrations/servers/typescript (the committed package-lock.json:
 #   @modelcontextprotocol/sdk 1.32.2 and 1.20.2, zod 4.6.7 and 3.25.76) into its node_modules/,
-#   which git ignores. Needs Node 18 or later on the PATH.
+#   which git ignores. Needs Node 18 or later on the PATH;
+# * the reference server `@modelcontextprotocol/server-everything` 2026.8.31 (`npm ci` in
+#   integrations/servers/everything: its long-running tool sends progress, the gateway's
+#   progress test; over streamable HTTP, the gateway's reconnection tests).
 #
 #   bash scripts/mcp_sdks.sh
 set -euo pipefail
@@ -25,5 +28,10 @@ if ! node -e 'const v = require("./'"$TS"'/node_modules/@modelcontextprotocol/sd
   echo "mcp_sdks.sh: installing the TypeScript MCP SDK into $TS/node_modules" >&2
   (cd "$TS" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+EVERYTHING=integrations/servers/everything
+if ! node -e 'process.exit(require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version === "2026.8.31" ? 0 : 1)' 2>/dev/null; then
+  echo "mcp_sdks.sh: installing server-everything into $EVERYTHING/node_modules" >&2
+  (cd "$EVERYTHING" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 "$VENV/bin/python" -c 'import importlib.metadata as m; print("python mcp", m.version("mcp"))'
-node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version)'
+node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version, "; server-everything", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version)'

@@ -330,6 +330,7 @@ impl<C> ToolCall<C> {
             otel.status_code = Empty,
             otel.status_description = Empty,
             tool_health.gate.decision = Empty,
+            tool_health.registry.id = Empty,
         );
         (span, false)
     }
@@ -394,6 +395,9 @@ impl Pending {
             Recorder::Helper => {
                 let d = self.registry.check_detached(&self.tool);
                 self.span.record(semconv::GATE_DECISION, d.as_str());
+                // The registry that records the call (a span without the field ignores it).
+                self.span
+                    .record(semconv::REGISTRY_ID, self.registry.instance_id());
                 d
             }
         };

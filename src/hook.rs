@@ -151,20 +151,14 @@ thread_local! {
 /// How long after the layer's record the span processor may still take a span of the same
 /// tool on the same thread for the same call (tracing-opentelemetry ends it within the same
 /// close; the registry clock may be coarse).
-#[cfg_attr(
-    not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
 pub(crate) const SAME_CLOSE: Duration = Duration::from_millis(50);
 
 /// Set once a span processor exists in the process: until then the layer marks nothing.
 static PROCESSOR: AtomicBool = AtomicBool::new(false);
 
 /// A span processor exists (the layer starts marking its records).
-#[cfg_attr(
-    not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
 pub(crate) fn install_processor() {
     PROCESSOR.store(true, Ordering::Relaxed);
 }
@@ -185,10 +179,7 @@ pub(crate) fn mark_layer_recorded(registry: usize, tool: &str, now: Duration) {
 }
 
 /// Whether the layer just recorded this call (and forgets it: one skip per record).
-#[cfg_attr(
-    not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
 pub(crate) fn take_layer_recorded(registry: usize, tool: u64, now: Duration) -> bool {
     LAYER_RECORDED
         .try_with(|c| match c.get() {

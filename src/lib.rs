@@ -46,6 +46,7 @@
 //! | `receiver` | feature `receiver`: an OTLP trace receiver (HTTP and gRPC) feeding the registry from any agent's spans |
 //! | `otlp` | features `otlp-http` / `otlp-grpc`: one-call OTLP setup |
 //! | `mcp` | feature `mcp`: an MCP client behind the breaker |
+//! | `span_feed` | feature `span-feed`: finished spans made outside the crate (the Python package's processor) into the same inference, no SDK |
 //! | `span_processor` | features `span-processor` (SDK 0.33, [`ToolHealthSpanProcessor`] at the root too) and `span-processor-sdk-0-32`: the same inference fed from OpenTelemetry SDK spans |
 //! | `fleet` | feature `fleet`: decisions shared between replicas over Valkey or Redis |
 //! | `status` | feature `status`: a live status page, the tools as JSON, an event stream (axum); `/metrics` with `prometheus` |
@@ -107,6 +108,8 @@ pub mod receiver;
 mod registry;
 mod router;
 mod semconv;
+#[cfg(feature = "span-feed")]
+pub mod span_feed;
 #[cfg(any(feature = "span-processor", feature = "span-processor-sdk-0-32"))]
 pub mod span_processor;
 mod stats;

@@ -57,6 +57,11 @@ pub const GATE_ENFORCED: &str = "tool_health.gate.enforced";
 /// the fleet — the breaker was opened for another replica's trip, or its probe is held back
 /// for another replica's. Absent on local decisions.
 pub const GATE_SOURCE: &str = "tool_health.gate.source";
+/// Span attribute: the registry that gated the call and records it
+/// ([`ToolHealthRegistry::instance_id`](crate::ToolHealthRegistry::instance_id)). A receiver
+/// feeding that same registry skips the span: the call is recorded once, whatever route its
+/// span takes back in (the gateway exporting its own spans to its own receiver, say).
+pub const REGISTRY_ID: &str = "tool_health.registry.id";
 /// The value of [`GATE_SOURCE`] on the fleet's decisions.
 pub const SOURCE_FLEET: &str = "fleet";
 /// Span attribute (the breaker state at admission) and metric attribute (the state a

@@ -35,6 +35,11 @@ const SUITES: &[(&str, bool, &str)] = &[
         cfg!(feature = "span-processor"),
         "feature `span-processor`",
     ),
+    (
+        "span_feed",
+        cfg!(feature = "span-feed"),
+        "feature `span-feed`",
+    ),
     ("receiver", cfg!(feature = "receiver"), "feature `receiver`"),
 ];
 

@@ -159,7 +159,7 @@ async fn the_json_shape_of_every_state() {
     assert_eq!(
         doc["counts"],
         serde_json::json!({"tracked": 6, "closed": 3, "open": 2, "half_open": 1, "forced": 2,
-                           "healthy": 2, "degraded": 1, "unhealthy": 3})
+                           "group_refused": 0, "healthy": 2, "degraded": 1, "unhealthy": 3})
     );
     assert_eq!(
         (
@@ -826,4 +826,103 @@ async fn event_streams_are_capped_and_a_closed_one_frees_its_place() {
     assert_eq!(res.headers()[header::RETRY_AFTER], "5");
     drop(first);
     let _third = Events::open(&app, "/events").await;
+}
+
+/// Groups (a gateway's servers) beside the tools: each shown with its state, connection,
+/// restarts and last error; a tool its group refuses is refused on the page and in the counts,
+/// whatever its own breaker says; a group with no tool tracked is still shown.
+#[tokio::test]
+async fn a_tool_its_group_refuses_is_shown_and_counted_as_refused() {
+    let clock = ManualClock::new();
+    let registry = registry_on(&clock);
+    for tool in ["py/add", "py/sub", "ts/echo"] {
+        registry.record_success(tool, Duration::from_millis(3));
+    }
+    trip(&registry, "ts/echo");
+    // The servers' breakers, kept where the application keeps them.
+    let servers = Arc::new(ToolHealthRegistry::builder().clock(clock.clone()).build());
+    servers.force_open_for("py", Duration::from_secs(60));
+    let groups = Arc::clone(&servers);
+    let app = status::builder(registry.clone())
+        .groups("server", move || {
+            let mut py = status::Group::new("py", "py/")
+                .connected(true)
+                .restarts(2)
+                .tools(2);
+            if let Some(s) = groups.snapshot("py") {
+                py = py.breaker(&s);
+            }
+            vec![
+                py,
+                status::Group::new("ts", "ts/").connected(true),
+                status::Group::new("never", "never/")
+                    .connected(false)
+                    .last_error("`npx` could not be started: No such file or directory"),
+            ]
+        })
+        .build()
+        .unwrap()
+        .router();
+    let doc = get_json(&app, "/tools?sort=name").await;
+    let tool = |name: &str| {
+        doc["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tool"] == name)
+            .unwrap_or_else(|| panic!("{name} in {doc}"))
+            .clone()
+    };
+    let add = tool("py/add");
+    assert_eq!(add["breaker"], "closed", "its own breaker: {add}");
+    assert_eq!(add["available"], false, "{add}");
+    assert_eq!(add["refused_by"], "server", "{add}");
+    assert_eq!(add["group"], "py", "{add}");
+    assert_eq!(add["retry_after_ms"], 60_000, "{add}");
+    let echo = tool("ts/echo");
+    assert_eq!(
+        (echo["available"].as_bool(), echo["refused_by"].as_str()),
+        (Some(false), Some("tool")),
+        "{echo}"
+    );
+    assert_eq!(doc["counts"]["open"], 1, "{doc}");
+    assert_eq!(doc["counts"]["group_refused"], 2, "{doc}");
+    assert_eq!(doc["group_noun"], "server");
+    let groups = doc["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3, "{doc}");
+    assert_eq!(groups[0]["name"], "py");
+    assert_eq!(groups[0]["state"], "forced_open");
+    assert_eq!(groups[0]["available"], false);
+    assert_eq!(groups[0]["restarts"], 2);
+    assert_eq!(groups[0]["tools_tracked"], 2);
+    assert_eq!(
+        groups[2]["connected"], false,
+        "never connected, still shown"
+    );
+    assert_eq!(
+        groups[2]["last_error"],
+        "`npx` could not be started: No such file or directory"
+    );
+    // Sick first: the refused tools lead, and `state=sick` keeps them.
+    let sick = get_json(&app, "/tools?state=sick").await;
+    let mut got = names(&sick);
+    got.sort_unstable();
+    assert_eq!(got, ["py/add", "py/sub", "ts/echo"], "{sick}");
+    // One tool's object says the same.
+    let one = get_json(&app, "/tools/py%2Fsub").await;
+    assert_eq!(
+        (one["available"].as_bool(), one["refused_by"].as_str()),
+        (Some(false), Some("server")),
+        "{one}"
+    );
+    // Released, its tools are available again.
+    servers.release_control("py");
+    let doc = get_json(&app, "/tools/py%2Fadd").await;
+    assert_eq!(doc["available"], true, "{doc}");
+    assert_eq!(doc["refused_by"], Value::Null, "{doc}");
+    // Without groups nothing changes but the fields' presence.
+    let plain = status::router(registry.clone());
+    let doc = get_json(&plain, "/tools").await;
+    assert_eq!(doc["groups"], serde_json::json!([]));
+    assert_eq!(doc["counts"]["group_refused"], 0);
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use tool_health::{
-    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, HealthStatus, ManualClock,
-    ToolHealthRegistry,
+    BreakerState, CallOutcome, CallReport, CircuitBreakerConfig, GateDecision, HealthStatus,
+    ManualClock, ToolHealthRegistry,
 };
 
 #[global_allocator]
@@ -112,5 +112,22 @@ fn the_hot_path_allocates_nothing() {
     });
     assert_no_alloc("failures while open", || {
         black_box(open.record_failure("db", ms));
+    });
+
+    // The Python binding's call helper (python/src/registry.rs, `_begin` / `_finish`): the
+    // gate that says why it refuses, the clock, a record through the permit with an
+    // `error.type`. The Python objects it makes (the permit) are Python's allocations.
+    assert_no_alloc("the Python helper's gate and record", || {
+        let start = registry.now();
+        let permit = match registry.try_check("search") {
+            Ok(GateDecision::Allowed(p) | GateDecision::Probe(p)) => p,
+            other => panic!("{other:?}"),
+        };
+        let took = registry.now().saturating_sub(start);
+        let report = CallReport::new(CallOutcome::Failure, took)
+            .permit(permit)
+            .error_type("ConnectionError");
+        black_box(registry.record_report("search", &report));
+        black_box(registry.record_success("search", took));
     });
 }

@@ -10,7 +10,9 @@ tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
 usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                            [--control-token-file FILE] [--allow-host HOST]...
                            [--allow-origin ORIGIN]...
-                           [--otlp-grpc ADDR] [--forward-traces URL] [--check]
+                           [--otlp-grpc ADDR] [--forward-traces URL] [--no-watch]
+                           [--check]
+       tool-health-gateway --healthcheck URL
 
   --config FILE              the MCP servers (`mcpServers`, as hosts write it) and a `health`
                              section (docs/gateway.md)
@@ -22,7 +24,8 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                              TOOL_HEALTH_GATEWAY_TOKEN); 16 to 256 visible ASCII characters
   --allow-host HOST          a Host every route accepts besides localhost, 127.0.0.1 and [::1]
                              (repeatable; `name` any port, `name:port` that one): needed when
-                             clients reach a non-loopback --listen by name or address
+                             clients reach a non-loopback --listen by name or address; `*`
+                             accepts every Host (only where no browser reaches the port)
   --allow-origin ORIGIN      a web page's origin that may call the routes from a browser
                              besides the gateway's own pages (repeatable;
                              `https://app.example.com`, `http://localhost:*`)
@@ -30,7 +33,11 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                              127.0.0.1 unless it says otherwise; 4317 is OTLP's port)
   --forward-traces URL       forward every trace request received, unchanged, to this
                              OTLP/HTTP traces endpoint (http://collector:4318/v1/traces)
+  --no-watch                 reload the config on SIGHUP only (by default also when the file
+                             changes: written, replaced, or its symlink swapped)
   --check                    check the config and exit (0: valid)
+  --healthcheck URL          GET a gateway's http://…/healthz and exit (0: it answered 200):
+                             a health check for images without curl
   --version, --help
 
 The log goes to stderr (TOOL_HEALTH_GATEWAY_LOG or RUST_LOG filter it); OTLP export is on when
@@ -51,6 +58,8 @@ pub(crate) struct Args {
     pub(crate) otlp_grpc: Option<SocketAddr>,
     /// `--forward-traces`: the next OTLP/HTTP traces endpoint.
     pub(crate) forward_traces: Option<String>,
+    /// The config file is watched (a change reloads it); `--no-watch`: SIGHUP only.
+    pub(crate) watch: bool,
 }
 
 /// What the command line asks for.
@@ -59,6 +68,8 @@ pub(crate) enum Command {
     Run(Args),
     Help,
     Version,
+    /// `--healthcheck URL`: one GET of a gateway's `/healthz` (`healthcheck.rs`).
+    Healthcheck(String),
 }
 
 /// `8080`, `:8080`, `localhost:8080`, `127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`.
@@ -88,6 +99,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
     let mut check = false;
     let mut otlp_grpc = None;
     let mut forward_traces = None;
+    let mut watch = true;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -110,6 +122,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             "--allow-host" => allow_hosts.push(value("--allow-host")?),
             "--allow-origin" => allow_origins.push(value("--allow-origin")?),
             "--check" => check = true,
+            "--no-watch" => watch = false,
             "--otlp-grpc" => {
                 let v = value("--otlp-grpc")?;
                 otlp_grpc = Some(listen_addr(&v).map_err(|e| e.replace("--listen", "--otlp-grpc"))?)
@@ -126,6 +139,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
             }
             "--help" | "-h" => return Ok(Command::Help),
             "--version" | "-V" => return Ok(Command::Version),
+            "--healthcheck" => return Ok(Command::Healthcheck(value("--healthcheck")?)),
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
     }
@@ -151,6 +165,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
         check,
         otlp_grpc,
         forward_traces,
+        watch,
     }))
 }
 
@@ -171,6 +186,7 @@ mod tests {
         };
         assert_eq!(a.listen, Some("127.0.0.1:8080".parse().unwrap()));
         assert!(!a.stdio);
+        assert!(a.watch);
         assert_eq!(a.allow_hosts, ["gw.local"]);
         assert_eq!(a.allow_origins, ["http://localhost:*"]);
         assert_eq!(
@@ -188,6 +204,11 @@ mod tests {
             .contains("--listen"));
         assert!(args("--config x --bogus").unwrap_err().contains("--bogus"));
         assert_eq!(args("--help").unwrap(), Command::Help);
+        assert_eq!(
+            args("--healthcheck http://127.0.0.1:8080/healthz").unwrap(),
+            Command::Healthcheck("http://127.0.0.1:8080/healthz".into())
+        );
+        assert!(args("--healthcheck").unwrap_err().contains("--healthcheck"));
         let Command::Run(a) =
             args("--config x --no-stdio --otlp-grpc 4317 --forward-traces http://c:4318/v1/traces")
                 .unwrap()
@@ -196,6 +217,10 @@ mod tests {
         };
         assert_eq!(a.otlp_grpc, Some("127.0.0.1:4317".parse().unwrap()));
         assert_eq!(a.forward_traces.as_deref(), Some("http://c:4318/v1/traces"));
+        let Command::Run(a) = args("--config x --no-watch").unwrap() else {
+            panic!()
+        };
+        assert!(!a.watch);
         assert!(args("--config x --otlp-grpc nowhere")
             .unwrap_err()
             .contains("--otlp-grpc"));

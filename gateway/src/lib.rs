@@ -15,17 +15,23 @@
 //! | `config` | the config file: `mcpServers` + `health`, checked with lines and fixes |
 //! | `names` | the rule for the names hosts see: `{server}__{tool}` |
 //! | `notify` | the hosts to tell when the tool list changes |
+//! | `progress` | where an upstream's progress notifications go: the host that asked |
+//! | `served` | the hosts' spans of the calls served (counted once by the receiver) |
 //! | `token` | the operator-control token |
 //! | `probes` | the probes agents hold through the API (`claim` → `report`) |
-//! | `upstream` | one client per upstream server, and its supervisor (restarts with backoff) |
+//! | `upstream` | one client per upstream server, its supervisor (restarts with backoff), the set of them |
 //! | `gateway` | the assembled state |
 //! | `server` | the MCP server side: the handler, the stdio transport |
 //! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router, behind one guard |
-//! | `telemetry` | the log (stderr) and OTLP export |
+//! | `telemetry` | the log (stderr, secrets masked) and OTLP export |
+//! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP reloads |
+//! | `reload` | the config reloaded on SIGHUP and when its file changes |
+//! | `reloads` | how many reloads there were, how the last one went (for the API) |
+//! | `healthcheck` | `--healthcheck URL`: the container image's health check |
 //!
-//! Each module names only modules listed before it (`scripts/check_layers.py` checks it): the
-//! transports (`server`, `http`) hold the assembled `gateway`, which holds the `upstream`s,
-//! which tell `notify`.
+//! Dependencies point one way (`scripts/check_layers.py` checks it): the transports (`server`,
+//! `http`) and `reload` hold the assembled `gateway`, which holds the `upstream`s, which tell
+//! `notify`.
 //!
 //! (The OTLP receiver of issue 23 is the library's `tool_health::receiver`, mounted at
 //! `/v1/traces`.)
@@ -33,11 +39,17 @@
 mod cli;
 mod config;
 mod gateway;
+mod healthcheck;
 mod http;
 mod names;
 mod notify;
 mod probes;
+mod progress;
+mod reload;
+mod reloads;
+mod served;
 mod server;
+mod signals;
 mod telemetry;
 mod token;
 mod upstream;
@@ -52,14 +64,16 @@ use tool_health::web::HttpGuard;
 use crate::gateway::Gateway;
 use crate::server::stdio::StdioTransport;
 use crate::server::GatewayServer;
+use crate::signals::Signals;
 use crate::token::Token;
 
 /// How long stopping may take (servers killed, the last metrics flushed).
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the gateway with the command line `args` (the program's name first, as
-/// `std::env::args` gives it). Exit status: 0 when it stopped normally (its stdin closed, or a
-/// signal with `--no-stdio`), 2 for a usage or config error, 1 when it could not serve.
+/// `std::env::args` gives it). Exit status: 0 when it stopped normally (the host closed stdin
+/// after a session, or SIGTERM or SIGINT), 2 for a usage or config error, 1 when it could not
+/// serve.
 pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args = match cli::parse(args.into_iter().skip(1)) {
         Ok(cli::Command::Run(a)) => a,
@@ -71,6 +85,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             println!("tool-health-gateway {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Ok(cli::Command::Healthcheck(url)) => return healthcheck::run(&url),
         Err(e) => {
             eprintln!("tool-health-gateway: {e}");
             return ExitCode::from(2);
@@ -100,6 +115,24 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.check && !config.absent.is_empty() {
+        // What a server needs and this machine lacks fails the check.
+        eprint!(
+            "tool-health-gateway: {}",
+            config::ConfigError {
+                file: args.config.display().to_string(),
+                problems: config.absent.clone(),
+            }
+        );
+        return ExitCode::from(2);
+    }
+    for p in &config.absent {
+        eprintln!(
+            "tool-health-gateway: warning: {} (fix: {}); the other servers start",
+            p.at(&args.config.display().to_string()),
+            p.fix
+        );
+    }
     if args.check {
         eprintln!(
             "tool-health-gateway: {} is valid ({} server{})",
@@ -133,7 +166,12 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
 fn http_guard(args: &cli::Args) -> Result<HttpGuard, String> {
     let mut b = HttpGuard::builder();
     for h in &args.allow_hosts {
-        b = b.allow_host(h.clone());
+        // `*`: every Host (a cluster whose probes and scrapers use the pod's address).
+        b = if h == "*" {
+            b.allow_any_host()
+        } else {
+            b.allow_host(h.clone())
+        };
     }
     for o in &args.allow_origins {
         b = b.allow_origin(o.clone());
@@ -169,32 +207,42 @@ fn read_token(args: &cli::Args) -> Result<Option<Token>, String> {
     .transpose()
 }
 
+/// A fatal error, said once on stderr (the log may be filtered: this is not).
+fn fatal(message: &str) -> ExitCode {
+    eprintln!("tool-health-gateway: {message}");
+    ExitCode::FAILURE
+}
+
 async fn serve(
     args: cli::Args,
     config: config::Config,
     token: Option<Token>,
     guard: HttpGuard,
 ) -> ExitCode {
+    // First: a signal from now on stops the gateway gracefully.
+    let mut signals = Signals::install();
     let registry = gateway::registry(&config);
-    let otlp = match telemetry::init(&registry) {
+    let secrets = Arc::new(config::Secrets::of(&config));
+    let otlp = match telemetry::init(&registry, &secrets) {
         Ok(g) => g,
-        Err(e) => {
-            eprintln!("tool-health-gateway: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fatal(&e),
     };
     let meter = otlp.as_ref().map(|g| {
         use opentelemetry::metrics::MeterProvider as _;
         g.meter_provider().meter(tool_health::otlp::METER_SCOPE)
     });
-    let gw = match Gateway::start(&config, registry, token, guard, meter.as_ref()) {
+    let gw = match Gateway::start(&config, registry, token, guard, meter.as_ref(), &secrets) {
         Ok(gw) => gw,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("tool-health-gateway: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fatal(&e),
     };
+    // From now on a SIGHUP or a change of the file reloads the config.
+    gw.keep(reload::spawn(
+        &gw,
+        args.config.clone(),
+        config.clone(),
+        signals.hangups(),
+        args.watch,
+    ));
     tracing::info!(
         servers = config.servers.len(),
         "tool-health-gateway {} with {} MCP server{}: {}",
@@ -211,18 +259,26 @@ async fn serve(
     // Agents' traces (issue 23): OTLP/HTTP at /v1/traces with --listen, OTLP/gRPC with
     // --otlp-grpc, into the same registry as the MCP calls.
     let receiver = if args.listen.is_some() || args.otlp_grpc.is_some() {
+        // An agent's span naming a gateway tool (`py__add`) feeds that tool's breaker
+        // (`py/add`), as the API resolves it: one name, one breaker.
+        let servers: std::collections::HashSet<String> =
+            config.servers.iter().map(|s| s.name.clone()).collect();
         let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry))
-            .guard(gw.guard.clone());
+            .guard(gw.guard.clone())
+            .map_tool_names(move |name| names::key_of(name, |s| servers.contains(s)))
+            // A host's spans of calls the gateway served (and recorded) count once.
+            .recorded_elsewhere({
+                let served = Arc::clone(&gw.served);
+                move |span| served.contains(span)
+            });
         if let Some(url) = &args.forward_traces {
             b = b.forward_to(url.clone());
         }
         match b.build() {
             Ok(r) => Some(r),
             Err(e) => {
-                tracing::error!("the trace receiver: {e}");
-                eprintln!("tool-health-gateway: the trace receiver: {e}");
                 gw.stop(STOP_TIMEOUT).await;
-                return ExitCode::FAILURE;
+                return fatal(&format!("the trace receiver: {e}"));
             }
         }
     } else {
@@ -234,10 +290,8 @@ async fn serve(
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!("--otlp-grpc {addr}: {e}");
-                eprintln!("tool-health-gateway: --otlp-grpc {addr}: {e}");
                 gw.stop(STOP_TIMEOUT).await;
-                return ExitCode::FAILURE;
+                return fatal(&format!("--otlp-grpc {addr}: {e}"));
             }
         };
         let bound = listener.local_addr().unwrap_or(addr);
@@ -253,10 +307,8 @@ async fn serve(
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!("--listen {addr}: {e}");
-                eprintln!("tool-health-gateway: --listen {addr}: {e}");
                 gw.stop(STOP_TIMEOUT).await;
-                return ExitCode::FAILURE;
+                return fatal(&format!("--listen {addr}: {e}"));
             }
         };
         let bound = listener.local_addr().unwrap_or(addr);
@@ -283,23 +335,17 @@ async fn serve(
                 .await
         }));
     }
-    if args.stdio {
-        let transport = StdioTransport::new(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            gw.max_message_bytes,
-        );
-        match GatewayServer::new(Arc::clone(&gw)).serve(transport).await {
-            Ok(running) => {
-                let _ = running.waiting().await;
-                tracing::info!("the host closed stdin: stopping");
-            }
-            Err(e) => tracing::info!("no MCP session on stdio ({e}): stopping"),
-        }
+    let why = if args.stdio {
+        serve_stdio(
+            &gw,
+            http_task.is_some() || grpc_task.is_some(),
+            &mut signals,
+        )
+        .await
     } else {
-        wait_for_signal().await;
-        tracing::info!("signal received: stopping");
-    }
+        signals.stopping().await.to_owned()
+    };
+    tracing::info!("{why}: stopping");
     gw.stop(STOP_TIMEOUT).await;
     if let Some(task) = http_task {
         if let Ok(Ok(Err(e))) = tokio::time::timeout(STOP_TIMEOUT, task).await {
@@ -329,24 +375,33 @@ async fn serve(
     code
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+/// Serves MCP on stdin and stdout until the session ends or a signal stops the gateway: why
+/// it stops. Stdin at its end before any session began (a service manager, `docker run`
+/// without `-i`, `nohup`) stops a gateway that serves nothing else; with `--listen` (or
+/// `--otlp-grpc`) it goes on serving those until a signal.
+async fn serve_stdio(gw: &Arc<Gateway>, serves_more: bool, signals: &mut Signals) -> String {
+    let transport = StdioTransport::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        gw.max_message_bytes,
+    );
+    let session = GatewayServer::new(Arc::clone(gw)).serve(transport);
+    let started = tokio::select! {
+        s = session => s,
+        signal = signals.stopping() => return signal.to_owned(),
+    };
+    match started {
+        Ok(running) => tokio::select! {
+            _ = running.waiting() => "the host closed stdin".to_owned(),
+            signal = signals.stopping() => signal.to_owned(),
+        },
+        Err(e) if serves_more => {
+            tracing::info!(
+                "no MCP session on stdio ({e}): serving HTTP only, until SIGTERM or SIGINT \
+                 (--no-stdio says so from the start)"
+            );
+            signals.stopping().await.to_owned()
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        Err(e) => format!("no MCP session on stdio ({e})"),
     }
 }

@@ -116,6 +116,15 @@ pub(crate) fn split(name: &str) -> Result<(&str, &str), NameError> {
     }
 }
 
+/// The registry key of a shown name, `{server}__{tool}` → `{server}/{tool}`, when `server` is
+/// one of the gateway's (`is_server`); `None` for any other name. The one rule every way in
+/// uses — the API's paths, agents' spans through the receiver — so that a tool has one
+/// breaker whichever feed reports it.
+pub(crate) fn key_of(name: &str, is_server: impl Fn(&str) -> bool) -> Option<String> {
+    let (server, tool) = split(name).ok()?;
+    is_server(server).then(|| format!("{server}{}{tool}", tool_health::mcp::KEY_SEPARATOR))
+}
+
 /// A byte for an error message, never echoing a control character.
 fn describe_byte(c: u8) -> String {
     if c.is_ascii_graphic() || c == b' ' {

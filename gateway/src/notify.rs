@@ -9,11 +9,14 @@
 //!   its default `auto` mode): the host opens `subscriptions/listen` asking for
 //!   `toolsListChanged`, and the notification goes on that stream.
 //!
-//! [`Hosts::changed`] never waits: it wakes one task that sends to every host (a burst of
-//! changes while it sends becomes one more round, so hosts are told at least once after the
-//! last change, never flooded). A host whose connection is gone is dropped from the list.
+//! [`Hosts::changed`] never waits: it wakes the notifier, which starts a send to every host
+//! **on a task of its own**, so a host slow to accept (a stalled connection, a full pipe) costs
+//! its own notifications only, never another host's. A host already being sent to when a
+//! change comes gets one more send after the one under way (a burst of changes is one or two
+//! sends per host: told at least once after the last change, never flooded). A host whose
+//! connection is gone is dropped from the list.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -32,9 +35,22 @@ enum Sink {
     Listen(SubscriptionSink),
 }
 
+/// No send under way to a host.
+const IDLE: u8 = 0;
+/// A send is under way.
+const SENDING: u8 = 1;
+/// A send is under way, and another change came meanwhile: one more send after it.
+const AGAIN: u8 = 2;
+
+/// One host: where to send, and whether a send is under way.
+struct Host {
+    sink: Sink,
+    state: AtomicU8,
+}
+
 /// The connected hosts, told when the tool list changes.
 pub(crate) struct Hosts {
-    sinks: Mutex<Vec<(u64, Arc<Sink>)>>,
+    sinks: Mutex<Vec<(u64, Arc<Host>)>>,
     next_id: AtomicU64,
     wake: Notify,
     /// Rounds of notifications sent (for tests and `/v1/servers`).
@@ -64,14 +80,20 @@ impl Hosts {
     fn add(&self, sink: Sink) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
-        sinks.retain(|(_, s)| match &**s {
+        sinks.retain(|(_, h)| match &h.sink {
             Sink::Session(peer) => !peer.is_transport_closed(),
             Sink::Listen(_) => true,
         });
         if sinks.len() >= MAX_HOSTS {
             sinks.remove(0);
         }
-        sinks.push((id, Arc::new(sink)));
+        sinks.push((
+            id,
+            Arc::new(Host {
+                sink,
+                state: AtomicU8::new(IDLE),
+            }),
+        ));
         id
     }
 
@@ -106,46 +128,71 @@ impl Hosts {
         self.wake.notify_one();
     }
 
-    /// The notifier: one round per wake-up, until the process ends.
+    /// The notifier: at each wake-up, a send to every host on a task of its own (one more
+    /// after the one under way for a host being sent to), until the process ends.
     pub(crate) async fn run(self: Arc<Self>) {
         loop {
             self.wake.notified().await;
-            let sinks: Vec<(u64, Arc<Sink>)> = self
+            let hosts: Vec<(u64, Arc<Host>)> = self
                 .sinks
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            let mut gone = Vec::new();
-            for (id, sink) in sinks {
-                let sent = match &*sink {
-                    Sink::Session(peer) => {
-                        if peer.is_transport_closed() {
-                            gone.push(id);
-                            continue;
-                        }
+            for (id, host) in hosts {
+                // IDLE → SENDING starts a send; SENDING → AGAIN asks one more; AGAIN stays.
+                let before = host
+                    .state
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                        Some(if s == IDLE { SENDING } else { AGAIN })
+                    })
+                    .unwrap_or(AGAIN);
+                if before == IDLE {
+                    tokio::spawn(Arc::clone(&self).send(id, host));
+                }
+            }
+            self.rounds.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends to one host until no change is left for it (see [`run`](Self::run)).
+    async fn send(self: Arc<Self>, id: u64, host: Arc<Host>) {
+        loop {
+            let sent = match &host.sink {
+                Sink::Session(peer) => {
+                    if peer.is_transport_closed() {
+                        Ok(false)
+                    } else {
                         // A session stays listed until its transport closes: over HTTP a
                         // host may open its notification stream after a failed send.
                         tokio::time::timeout(SEND_TIMEOUT, peer.notify_tool_list_changed())
                             .await
                             .map(|r| r.is_ok() || !peer.is_transport_closed())
                     }
-                    Sink::Listen(sink) => {
-                        tokio::time::timeout(SEND_TIMEOUT, sink.notify_tool_list_changed())
-                            .await
-                            .map(|r| r.is_ok())
-                    }
-                };
-                match sent {
-                    Ok(true) => {}
-                    Ok(false) => gone.push(id),
-                    Err(_) => tracing::debug!("a host took over 5 s to accept a notification"),
                 }
+                Sink::Listen(sink) => {
+                    tokio::time::timeout(SEND_TIMEOUT, sink.notify_tool_list_changed())
+                        .await
+                        .map(|r| r.is_ok())
+                }
+            };
+            match sent {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.remove(id);
+                    return;
+                }
+                Err(_) => tracing::debug!("a host took over 5 s to accept a notification"),
             }
-            if !gone.is_empty() {
-                let mut sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
-                sinks.retain(|(id, _)| !gone.contains(id));
+            // AGAIN → SENDING: one more; SENDING → IDLE: done.
+            let before = host
+                .state
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                    Some(if s == AGAIN { SENDING } else { IDLE })
+                })
+                .unwrap_or(IDLE);
+            if before != AGAIN {
+                return;
             }
-            self.rounds.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -458,20 +458,14 @@ impl Convention {
 
     /// Whether this convention can be matched without `tracing` metadata (it has no
     /// [`filter`](Self::filter)): the span processor's conventions.
-    #[cfg_attr(
-        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
     pub(crate) fn has_filter(&self) -> bool {
         self.filter.is_some()
     }
 
     /// Whether a tool name comes from `otel.name` (which an OpenTelemetry span carries as its
     /// name, in place of the static one).
-    #[cfg_attr(
-        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
     pub(crate) fn names_from_otel_name(&self) -> bool {
         self.tool_name.iter().any(|s| s.field == semconv::OTEL_NAME)
     }
@@ -667,8 +661,11 @@ impl Convention {
     /// (`pydantic_ai.tool.failure_stage` = `validation`) and a tool raising `ModelRetry`
     /// (`pydantic_ai.tool.retry.cause` = `model_retry`: the tool answered that the model's
     /// request was wrong and asked it to try again — a healthy tool doing its job) both read
-    /// as the error type `invalid_arguments`, which never counts against the tool. `ToolFailed`
-    /// and any other exception are the tool's failures. An unknown tool makes no span.
+    /// as the error type `invalid_arguments`, which never counts against the tool. So does the
+    /// attempt that uses up the tool's retries: Pydantic AI marks it with no retry cause but an
+    /// `exception` event `UnexpectedModelBehavior` ("Tool … exceeded max retries count"): the
+    /// model never corrected itself, which is no sickness of the tool. `ToolFailed` and any
+    /// other exception are the tool's failures. An unknown tool makes no span.
     pub fn pydantic_ai() -> Self {
         Self::new("pydantic-ai")
             .target("pydantic-ai")
@@ -682,6 +679,10 @@ impl Convention {
             .error_type_when(
                 "pydantic_ai.tool.retry.cause",
                 "model_retry",
+                INVALID_ARGUMENTS,
+            )
+            .event_error_type(
+                "pydantic_ai.exceptions.UnexpectedModelBehavior",
                 INVALID_ARGUMENTS,
             )
             .no_completion_marker()

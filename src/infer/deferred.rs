@@ -20,7 +20,15 @@
 //! table first resolves the oldest closed call (as a success), and a call that finds no room
 //! is not deferred (recorded at its end by what its span showed). Nothing waits longer than its
 //! parent lives or its due time. The table never holds its lock while a record runs (records
-//! run observers, user code that may log).
+//! run observers, user code that may log): what a pass resolves is handed back in a batch
+//! ([`Resolved`]), every call of it however many (16 in place, the rest spilled to the heap),
+//! so that a step's end settles all its calls at once.
+//!
+//! A step with more calls waiting than [`CAPACITY`] (10,000 failing calls in one agent step,
+//! read by a feed that sees the verdicts only when the step ends) keeps the newest 128: the
+//! older ones are settled by what their spans showed as room is needed, and the verdicts
+//! fail the calls still waiting (the OpenTelemetry SDK and the receiver read 128 events of a
+//! span by default too). Every call is recorded once, and the breaker opens.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -33,7 +41,8 @@ pub const DEFERRED_VERDICT_BOUND: Duration = Duration::from_secs(10);
 /// How many calls one feed can hold waiting (open or closed).
 pub(crate) const CAPACITY: usize = 128;
 
-/// How many resolved calls one pass hands back at most (the caller loops).
+/// How many resolved calls a batch holds without allocating; past it (a storm: more calls of
+/// one step resolved at once) it spills to the heap, never drops or overruns.
 pub(crate) const BATCH: usize = 16;
 
 /// When a call that ended at `end` is due, given its tool's probe lease.
@@ -95,10 +104,16 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Resolved calls handed back, at most [`BATCH`] per pass, without allocating.
+/// A resolved call: what to record, how it was resolved, when its span ended.
+type Item<T> = (T, Resolution, Option<Duration>);
+
+/// Resolved calls handed back: the first [`BATCH`] in place (no allocation for an ordinary
+/// step), the rest spilled to the heap. A pass hands back everything it resolved, however
+/// many: a step of 17, 100 or 10,000 calls is settled in one pass, none left for later.
 pub(crate) struct Resolved<T> {
-    items: [Option<(T, Resolution, Option<Duration>)>; BATCH],
+    items: [Option<Item<T>>; BATCH],
     len: usize,
+    spill: Vec<Item<T>>,
 }
 
 impl<T> Resolved<T> {
@@ -106,16 +121,18 @@ impl<T> Resolved<T> {
         Self {
             items: std::array::from_fn(|_| None),
             len: 0,
+            spill: Vec::new(),
         }
     }
 
-    fn full(&self) -> bool {
-        self.len == BATCH
-    }
-
     fn push(&mut self, item: T, how: Resolution, end: Option<Duration>) {
-        self.items[self.len] = Some((item, how, end));
-        self.len += 1;
+        match self.items.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some((item, how, end));
+                self.len += 1;
+            }
+            None => self.spill.push((item, how, end)),
+        }
     }
 
     /// Whether this pass handed back nothing.
@@ -123,16 +140,20 @@ impl<T> Resolved<T> {
         self.len == 0
     }
 
-    /// Whether this pass may have left more (the caller runs another).
-    pub(crate) fn maybe_more(&self) -> bool {
-        self.full()
+    /// How many calls this pass handed back.
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        self.len + self.spill.len()
     }
 
-    /// The calls: what to record, how they were resolved, and when their span ended (`None`:
-    /// let go while still open, it records at its own end).
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (T, Resolution, Option<Duration>)> + '_ {
+    /// The calls, in the order they were resolved: what to record, how they were resolved,
+    /// and when their span ended (`None`: let go while still open, it records at its own end).
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Item<T>> + '_ {
         self.len = 0;
-        self.items.iter_mut().filter_map(Option::take)
+        self.items
+            .iter_mut()
+            .filter_map(Option::take)
+            .chain(self.spill.drain(..))
     }
 }
 
@@ -332,9 +353,6 @@ impl<T> Deferred<T> {
         }
         let mut guard = self.lock();
         for slot in guard.1.iter_mut() {
-            if out.full() {
-                break;
-            }
             if slot.as_ref().is_some_and(&mut pick) {
                 if let Some(s) = slot.take() {
                     self.used.fetch_sub(1, Ordering::Relaxed);
@@ -431,6 +449,33 @@ mod tests {
         assert!(out.is_empty());
         d.moved_on(1, true, &mut out);
         assert_eq!(out.drain().count(), 1);
+    }
+
+    #[test]
+    fn a_batch_takes_every_call_a_pass_resolves_past_its_sixteen_slots() {
+        // 100 calls of one step: 60 verdicts, then the step's end settles the other 40. One
+        // batch takes them all (it used to hold 16 and panic at the 17th verdict).
+        let d: Deferred<usize> = Deferred::new();
+        let mut out = d.batch();
+        for i in 0..100 {
+            d.open(1, i, &mut out).unwrap();
+            assert_eq!(d.close(ms(1), ms(10_000), |&j| j == i), Closed::Waits);
+        }
+        for _ in 0..60 {
+            assert!(d.verdict(1, |_| true, &mut out));
+        }
+        assert_eq!(out.count(), 60);
+        d.moved_on(1, true, &mut out);
+        assert_eq!(out.count(), 100, "nothing left for its due time");
+        let got: Vec<_> = out.drain().collect();
+        assert!(got[..60]
+            .iter()
+            .all(|(_, how, _)| *how == Resolution::Failed));
+        assert!(got[60..]
+            .iter()
+            .all(|(_, how, _)| *how == Resolution::MovedOn));
+        assert!(d.is_idle());
+        assert!(out.is_empty() && out.drain().next().is_none());
     }
 
     #[test]

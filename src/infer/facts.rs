@@ -454,6 +454,10 @@ pub(crate) struct Observed {
     /// The framework reported the call's failure after its span (a late verdict, see
     /// [`Convention::late_failure`](super::Convention::late_failure)).
     pub(crate) late_failure: bool,
+    /// The call was recorded another way already (a receiver's span of a call its
+    /// application served itself): it records nothing, nor does a span of the same tool that
+    /// takes it in.
+    pub(crate) recorded_elsewhere: bool,
 }
 
 impl Observed {
@@ -475,6 +479,7 @@ impl Observed {
             completed: !completion_marker,
             refused: false,
             late_failure: false,
+            recorded_elsewhere: false,
         }
     }
 
@@ -598,6 +603,7 @@ impl Observed {
         self.completed |= inner.completed;
         self.refused |= inner.refused;
         self.late_failure |= inner.late_failure;
+        self.recorded_elsewhere |= inner.recorded_elsewhere;
     }
 }
 

@@ -216,7 +216,14 @@ pub(crate) fn binder(
         let from_fleet = !matches!(decision, GateDecision::Allowed(_))
             && core.registry.coordination().is_coordinated_decision(tool);
         tracing::dispatcher::get_default(|dispatch| {
-            otel::annotate_decision(dispatch, &found.id, &decision, state, from_fleet);
+            otel::annotate_decision(
+                dispatch,
+                &found.id,
+                &decision,
+                state,
+                from_fleet,
+                core.registry.instance_id_shared(),
+            );
         });
     }
     decision

@@ -207,15 +207,9 @@ impl LayerCore {
     fn late_flush_due_slow(&self, late: &Deferred<Waiting>) {
         // The clock is read with no lock held (a clock may be user code).
         let now = self.registry.now();
-        loop {
-            let mut out = late.batch();
-            late.flush_due(now, &mut out);
-            let more = out.maybe_more();
-            self.record_late(out);
-            if !more {
-                break;
-            }
-        }
+        let mut out = late.batch();
+        late.flush_due(now, &mut out);
+        self.record_late(out);
     }
 
     /// Records resolved calls (no table lock held), through the layer's close path.

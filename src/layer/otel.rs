@@ -2,9 +2,10 @@
 //! tracing-opentelemetry when it is in the subscriber; nothing at all when it is not.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use opentelemetry::trace::{SpanRef, Status, TraceContextExt};
-use opentelemetry::KeyValue;
+use opentelemetry::{KeyValue, StringValue};
 use tracing::span::Id;
 use tracing::Dispatch;
 
@@ -26,8 +27,9 @@ fn with_otel_span(dispatch: &Dispatch, id: &Id, f: impl FnOnce(&SpanRef<'_>)) {
     }));
 }
 
-/// `tool_health.gate.decision`, `tool_health.breaker.state`, and for a refusal status Error
-/// with [`REFUSAL_MESSAGE`] and `error.type` = `circuit_breaker_open`; `from_fleet` adds
+/// `tool_health.gate.decision`, `tool_health.breaker.state`, `tool_health.registry.id` (the
+/// registry that decided, `registry_id`), and for a refusal status Error with
+/// [`REFUSAL_MESSAGE`] and `error.type` = `circuit_breaker_open`; `from_fleet` adds
 /// `tool_health.gate.source = fleet`.
 pub(crate) fn annotate_decision(
     dispatch: &Dispatch,
@@ -35,10 +37,15 @@ pub(crate) fn annotate_decision(
     decision: &GateDecision,
     state: BreakerState,
     from_fleet: bool,
+    registry_id: &Arc<str>,
 ) {
     with_otel_span(dispatch, id, |span| {
         span.set_attribute(KeyValue::new(semconv::GATE_DECISION, decision.as_str()));
         span.set_attribute(KeyValue::new(semconv::BREAKER_STATE, state.as_str()));
+        span.set_attribute(KeyValue::new(
+            semconv::REGISTRY_ID,
+            StringValue::from(Arc::clone(registry_id)),
+        ));
         if from_fleet {
             span.set_attribute(KeyValue::new(semconv::GATE_SOURCE, semconv::SOURCE_FLEET));
         }

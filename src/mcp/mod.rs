@@ -9,10 +9,13 @@
 //! TypeScript SDK, whose answers to a model's mistakes are *successful* results with
 //! `isError: true`, like a failing tool's. For each call the client:
 //!
-//! 1. **checks the arguments** against the tool's `inputSchema` from `tools/list`
-//!    ([`SchemaCheck`]: lax by default, strict, or off). Arguments that fail never reach the
-//!    server: the model reads a soft result naming what is wrong
-//!    ([`is_invalid_arguments`]); nothing is recorded, no probe is spent;
+//! 1. **answers the model's mistakes itself**, once it knows the server's whole list: a tool
+//!    the list does not name is a JSON-RPC `-32602`; arguments that fail the tool's
+//!    `inputSchema` ([`SchemaCheck`]: lax by default, strict, or off) a soft result naming
+//!    what is wrong ([`is_invalid_arguments`]). Nothing reaches the server, nothing is
+//!    recorded, no probe is spent; the call's span says what happened (see `texts.rs` for
+//!    what the model reads, in one voice, with the tool named as the model knows it:
+//!    [`shown_names`](ToolHealthClient::shown_names));
 //! 2. **gates through the server's breaker** (entry [`server_name`](ToolHealthClient::server_name)
 //!    of [`server_registry`]): while the server does not answer, every tool of it is refused at
 //!    once with a soft result naming the server. After its cooldown the next call first sends
@@ -95,11 +98,15 @@
 //!
 //! Needs Rust 1.88 (rmcp's minimum), above the crate's own `rust-version`.
 
+mod call_tool;
 mod classify;
 mod client;
+mod list_tools;
+mod requests;
 mod schema;
 mod server;
 mod span;
+mod texts;
 mod tools;
 
 use std::time::Duration;
@@ -150,18 +157,6 @@ pub fn refusal() -> CallToolResult {
 pub fn invalid_tool_name(len: usize, max: usize) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(format!(
         "invalid tool name: {len} bytes, longer than the {max} allowed"
-    ))])
-}
-
-/// A refusal whose text says what is refused and when to retry.
-pub(crate) fn refusal_of(what: &str, retry_after: Duration) -> CallToolResult {
-    let when = if retry_after == Duration::MAX {
-        "until released".to_owned()
-    } else {
-        format!("retry in {:.1} s", retry_after.as_secs_f64())
-    };
-    CallToolResult::error(vec![ContentBlock::text(format!(
-        "{REFUSAL_MESSAGE} ({what}; {when})"
     ))])
 }
 

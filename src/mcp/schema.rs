@@ -70,6 +70,10 @@ pub(crate) struct Schemas {
 struct Known {
     /// A list was read since the last invalidation.
     listed: bool,
+    /// Since then, a list was read from its first page ...
+    from_first: bool,
+    /// ... to its last: `tools` is the server's whole list.
+    complete: bool,
     tools: HashMap<Box<str>, Arc<Compiled>>,
 }
 
@@ -77,7 +81,9 @@ struct Known {
 /// compile, the tool is not checked).
 struct Compiled {
     schema: Arc<JsonObject>,
-    lax: OnceLock<Option<Validator>>,
+    /// The relaxed copy's validator, and the copy (to name a problem the way the schema as
+    /// written would).
+    lax: OnceLock<Option<(Validator, Value)>>,
     strict: OnceLock<Option<Validator>>,
 }
 
@@ -105,12 +111,12 @@ impl Compiled {
             .as_ref()
     }
 
-    fn lax(&self) -> Option<&Validator> {
+    fn lax(&self) -> Option<&(Validator, Value)> {
         self.lax
             .get_or_init(|| {
                 let mut schema = Value::Object(JsonObject::clone(&self.schema));
                 relax(&mut schema);
-                compile(schema, false)
+                compile(schema.clone(), false).map(|v| (v, schema))
             })
             .as_ref()
     }
@@ -146,12 +152,23 @@ impl Schemas {
 
     /// The server's list changed (or the peer did): the next call reads it again.
     pub(crate) fn invalidate(&self) {
-        self.known().listed = false;
+        let mut known = self.known();
+        known.listed = false;
+        known.from_first = false;
+        known.complete = false;
     }
 
-    /// Takes the schemas of a page of the tool list; the first page replaces what was known.
-    /// A schema equal to the one known keeps its compiled validators.
-    pub(crate) fn update(&self, tools: &[Tool], first_page: bool) {
+    /// Whether the server lists `tool`: `None` while its whole list is not known (no list read
+    /// since it last changed, or not to its last page).
+    pub(crate) fn knows(&self, tool: &str) -> Option<bool> {
+        let known = self.known();
+        (known.listed && known.complete).then(|| known.tools.contains_key(tool))
+    }
+
+    /// Takes the schemas of a page of the tool list; the first page replaces what was known,
+    /// the `last` one completes it. A schema equal to the one known keeps its compiled
+    /// validators.
+    pub(crate) fn update(&self, tools: &[Tool], first_page: bool, last: bool) {
         let mut known = self.known();
         let mut next = if first_page {
             HashMap::with_capacity(tools.len())
@@ -170,6 +187,8 @@ impl Schemas {
             next.insert(name.into(), compiled);
         }
         known.tools = next;
+        known.from_first |= first_page;
+        known.complete = known.from_first && last;
         known.listed = true;
     }
 
@@ -198,36 +217,69 @@ impl Schemas {
     }
 }
 
+/// Checks `instance` with the mode's one validator: a quick yes, or the problems, named by that
+/// same validator's errors (the relaxed copy's in words of the schema as written, through
+/// the marks [`relax`] leaves). A refused call is validated once more to name its problems,
+/// never by a second validator (the strict one is not even compiled in lax mode).
 fn check_instance(compiled: &Compiled, mode: SchemaCheck, instance: &Value) -> Option<Vec<String>> {
-    let passes = match mode {
-        SchemaCheck::Strict => compiled.strict()?.is_valid(instance),
-        _ => compiled.lax()?.is_valid(instance),
+    let (validator, relaxed) = match mode {
+        SchemaCheck::Strict => (compiled.strict()?, None),
+        _ => {
+            let (v, relaxed) = compiled.lax()?;
+            (v, Some(relaxed))
+        }
     };
-    if passes {
+    if validator.is_valid(instance) {
         return None;
     }
-    // Named from the schema as written: the relaxed copy's `anyOf`s say nothing useful.
-    let mut problems: Vec<String> = compiled
-        .strict()
-        .map(|v| {
-            v.iter_errors(instance)
-                .take(MAX_PROBLEMS)
-                .map(|e| {
-                    let path = e.instance_path().to_string();
-                    let path = if path.is_empty() {
-                        "(the arguments)"
-                    } else {
-                        &path
-                    };
-                    bounded(format!("{path}: {e}"))
-                })
-                .collect()
+    let mut problems: Vec<String> = validator
+        .iter_errors(instance)
+        .take(MAX_PROBLEMS)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let path = if path.is_empty() {
+                "(the arguments)"
+            } else {
+                &path
+            };
+            let written = relaxed.and_then(|r| as_written(&e, r));
+            match written {
+                Some(text) => bounded(format!("{path}: {text}")),
+                None => bounded(format!("{path}: {e}")),
+            }
         })
-        .unwrap_or_default();
+        .collect();
     if problems.is_empty() {
         problems.push("they do not match the tool's inputSchema".to_owned());
     }
     Some(problems)
+}
+
+/// The keyword a widened part of the relaxed copy stood for, as written (`{"type": …}`,
+/// `{"enum": …}`, `{"const": …}`), kept beside the `anyOf` that replaced it.
+const WRITTEN: &str = "x-tool-health-written";
+
+/// A relaxed copy's error in the words the schema as written would use, when it comes from a
+/// part [`relax`] widened (an `anyOf` of spellings says nothing useful): `"x" is not of type
+/// "integer"`, `… is not one of …`, `… was expected`. `None` for any other error.
+fn as_written(e: &jsonschema::ValidationError<'_>, relaxed: &Value) -> Option<String> {
+    let at = e.schema_path().to_string();
+    let written = relaxed.pointer(at.strip_suffix("/anyOf")?)?.get(WRITTEN)?;
+    let instance = e.instance();
+    if let Some(t) = written.get("type") {
+        return Some(match t {
+            Value::Array(types) => {
+                let names: Vec<String> = types.iter().map(|t| format!("{t}")).collect();
+                format!("{instance} is not of types {}", names.join(", "))
+            }
+            t => format!("{instance} is not of type {t}"),
+        });
+    }
+    if let Some(Value::Array(options)) = written.get("enum") {
+        let shown: Vec<String> = options.iter().map(Value::to_string).collect();
+        return Some(format!("{instance} is not one of {}", shown.join(", ")));
+    }
+    written.get("const").map(|c| format!("{c} was expected"))
 }
 
 /// `s` cut to [`MAX_PROBLEM_LEN`] bytes at a character boundary, with an ellipsis.
@@ -311,8 +363,10 @@ pub(crate) fn relax(schema: &mut Value) {
     }
     let mut also: Vec<Value> = Vec::new();
     if let Some(types) = node.get("type").and_then(type_names) {
-        if let Some(widened) = widen(&types) {
-            node.remove("type");
+        if let Some(mut widened) = widen(&types) {
+            if let (Some(t), Value::Object(w)) = (node.remove("type"), &mut widened) {
+                w.insert(WRITTEN.to_owned(), json!({ "type": t }));
+            }
             also.push(widened);
         }
     }
@@ -326,7 +380,8 @@ pub(crate) fn relax(schema: &mut Value) {
             if let Some(value) = node.remove(key) {
                 let mut exact = Map::new();
                 exact.insert(key.to_owned(), value);
-                also.push(json!({"anyOf": [Value::Object(exact), {"type": "string"}]}));
+                let exact = Value::Object(exact);
+                also.push(json!({"anyOf": [exact.clone(), {"type": "string"}], WRITTEN: exact}));
             }
         }
     }
@@ -394,7 +449,7 @@ mod tests {
         };
         let tool = Tool::new("t", "a tool", Arc::new(schema));
         let s = Schemas::default();
-        s.update(&[tool], true);
+        s.update(&[tool], true, true);
         s
     }
 
@@ -406,6 +461,32 @@ mod tests {
         let r = s.check(mode, "t", &mut args);
         assert!(args.is_some(), "the arguments are given back");
         r
+    }
+
+    #[test]
+    fn a_tool_is_known_only_from_a_whole_list() {
+        let tool = |n: &str| Tool::new(n.to_owned(), "a tool", Arc::new(JsonObject::new()));
+        let s = Schemas::default();
+        assert_eq!(s.knows("a"), None, "nothing read");
+        s.update(&[tool("a")], true, false);
+        assert_eq!(s.knows("b"), None, "the first page of several");
+        s.update(&[tool("b")], false, true);
+        assert_eq!(
+            (s.knows("a"), s.knows("b"), s.knows("c")),
+            (Some(true), Some(true), Some(false))
+        );
+        s.invalidate();
+        assert_eq!(
+            s.knows("a"),
+            None,
+            "the list changed: not known until read again"
+        );
+        s.update(&[tool("c")], false, true);
+        assert_eq!(
+            s.knows("c"),
+            None,
+            "a last page alone is not the whole list"
+        );
     }
 
     // The Python SDK's schema of `needs_int(n: int)` (captured from `mcp` 2.3.0).
@@ -529,7 +610,7 @@ mod tests {
         let Value::Object(same) = python_needs_int() else {
             unreachable!()
         };
-        s.update(&[Tool::new("t", "again", Arc::new(same))], true);
+        s.update(&[Tool::new("t", "again", Arc::new(same))], true, true);
         assert!(Arc::ptr_eq(
             &before,
             s.known().tools.get("t").expect("known")
@@ -537,10 +618,55 @@ mod tests {
         let Value::Object(loose) = json!({"type": "object"}) else {
             unreachable!()
         };
-        s.update(&[Tool::new("t", "changed", Arc::new(loose))], true);
+        s.update(&[Tool::new("t", "changed", Arc::new(loose))], true, true);
         assert_eq!(check(&s, SchemaCheck::Lax, json!({"n": "x"})), None);
         s.invalidate();
         assert!(s.needs_list());
+    }
+
+    #[test]
+    fn a_refused_call_is_named_by_the_validator_that_refused_it_in_the_schemas_words() {
+        // Lax: one validator decides and names; the strict one is never built.
+        let s = schemas(json!({"type": "object", "properties": {
+            "n": {"type": "integer"},
+            "mode": {"enum": [1, 2]},
+            "size": {"type": ["integer", "null"]},
+            "name": {"type": "string", "maxLength": 3},
+        }, "required": ["n"]}));
+        let problems = check(
+            &s,
+            SchemaCheck::Lax,
+            json!({"n": "twenty-one", "mode": [3], "size": {}, "name": "long"}),
+        )
+        .expect("refused");
+        assert!(
+            problems.contains(&r#"/n: "twenty-one" is not of type "integer""#.to_owned()),
+            "{problems:?}"
+        );
+        assert!(
+            problems.contains(&"/mode: [3] is not one of 1, 2".to_owned()),
+            "{problems:?}"
+        );
+        assert!(
+            problems.contains(&r#"/size: {} is not of types "integer", "null""#.to_owned()),
+            "{problems:?}"
+        );
+        assert!(
+            problems.contains(&r#"/name: "long" is longer than 3 characters"#.to_owned()),
+            "{problems:?}"
+        );
+        // What lax admits is never named, even beside what it refuses.
+        let problems =
+            check(&s, SchemaCheck::Lax, json!({"n": "21", "name": "long"})).expect("refused");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let compiled = s.known().tools.get("t").cloned().unwrap();
+        assert!(
+            compiled.strict.get().is_none(),
+            "the strict validator was built to name a lax refusal"
+        );
+        // Strict: its own validator, once built.
+        let problems = check(&s, SchemaCheck::Strict, json!({"n": "21"})).expect("refused");
+        assert_eq!(problems, [r#"/n: "21" is not of type "integer""#]);
     }
 
     #[test]

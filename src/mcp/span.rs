@@ -192,9 +192,11 @@ pub(crate) fn call_span(tool: &str, key: &str, server: &str) -> Span {
         server.port = Empty,
         error.type = Empty,
         rpc.response.status_code = Empty,
+        gen_ai.tool.call.outcome = Empty,
         otel.status_code = Empty,
         otel.status_description = Empty,
         tool_health.gate.decision = Empty,
+        tool_health.registry.id = Empty,
         tool_health.mcp.answer = Empty,
     )
 }

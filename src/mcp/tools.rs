@@ -10,7 +10,9 @@
 //! timer for every hidden tool on the **registry's clock**: it wakes at the cooldown's end (in
 //! real time with the system clock; at the [`ManualClock`](crate::ManualClock) advance that
 //! reaches it in tests), checks the gate's pure oracle, and says the tool is listed again. The
-//! next call is then the probe.
+//! next call is then the probe. An operator control is no transition either: the subscription
+//! hears it through [`HealthObserver::on_control`], reads the tool, and a tool (or server)
+//! forced open for a while is listed again when its time is over, the same way.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -102,6 +104,9 @@ pub(crate) enum Event {
         to: BreakerState,
         reason: TransitionReason,
     },
+    /// An operator control changed a breaker of this server (`None`) or of its tool
+    /// `Some(key)`: no transition, so the task reads it again.
+    Controlled { key: Option<String> },
     /// The server said its list changed.
     ServerList,
 }
@@ -146,18 +151,32 @@ impl fmt::Debug for Forward {
     }
 }
 
+impl Forward {
+    /// `Some(key)` for a name this subscription watches (`Some(None)`: the server's).
+    fn watched(&self, name: &str) -> Option<Option<String>> {
+        match &self.prefix {
+            Some(prefix) if name.starts_with(prefix.as_str()) => Some(Some(name.to_owned())),
+            None if name == &*self.server => Some(None),
+            _ => None,
+        }
+    }
+}
+
 impl HealthObserver for Forward {
     fn on_transition(&self, name: &str, t: &Transition, _at: Duration) {
-        let key = match &self.prefix {
-            Some(prefix) if name.starts_with(prefix.as_str()) => Some(name.to_owned()),
-            None if name == &*self.server => None,
-            _ => return,
-        };
-        let _ = self.tx.send(Event::Moved {
-            key,
-            to: t.to,
-            reason: t.reason,
-        });
+        if let Some(key) = self.watched(name) {
+            let _ = self.tx.send(Event::Moved {
+                key,
+                to: t.to,
+                reason: t.reason,
+            });
+        }
+    }
+
+    fn on_control(&self, name: &str, _at: Duration) {
+        if let Some(key) = self.watched(name) {
+            let _ = self.tx.send(Event::Controlled { key });
+        }
     }
 }
 
@@ -237,6 +256,21 @@ async fn run(watch: Watch, prefix: String, mut rx: mpsc::UnboundedReceiver<Event
             // Every sender is gone: the client and its observers are dropped.
             Some(None) => return,
             Some(Some(Event::ServerList)) => (watch.on_change)(&ToolsChanged::ServerList),
+            // A control: hidden (until its end, when it has one) or listed, as a read says.
+            Some(Some(Event::Controlled { key })) => {
+                let tool = key.as_ref().map(|k| k[prefix.len()..].to_owned());
+                match refused_for(&watch, key.as_deref()) {
+                    Some(retry_after) => {
+                        hidden.insert(key, deadline(&*clock, retry_after));
+                        (watch.on_change)(&ToolsChanged::Hidden { tool, retry_after });
+                    }
+                    None => {
+                        if hidden.remove(&key).is_some() {
+                            (watch.on_change)(&ToolsChanged::Listed { tool });
+                        }
+                    }
+                }
+            }
             Some(Some(Event::Moved { key, to, reason })) => match (to, reason) {
                 (BreakerState::Open, TransitionReason::ProbeReleased) => {}
                 (BreakerState::Open, _) => {
@@ -339,6 +373,89 @@ impl Future for ClockSleep {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    /// A subscription on a registry driven by `clock`, its changes on a channel.
+    fn watched(
+        clock: &ManualClock,
+    ) -> (
+        Arc<ToolHealthRegistry>,
+        ToolsSubscription,
+        mpsc::UnboundedReceiver<ToolsChanged>,
+    ) {
+        let tools = Arc::new(ToolHealthRegistry::builder().clock(clock.clone()).build());
+        let servers = Arc::clone(super::super::server_registry(&tools));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sub = subscribe(
+            Watch {
+                tools: Arc::clone(&tools),
+                servers,
+                server: "gh".into(),
+                on_change: Arc::new(move |c: &ToolsChanged| {
+                    let _ = tx.send(c.clone());
+                }),
+            },
+            &Mutex::new(Vec::new()),
+        )
+        .expect("a runtime");
+        (tools, sub, rx)
+    }
+
+    async fn next(rx: &mut mpsc::UnboundedReceiver<ToolsChanged>) -> ToolsChanged {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a change in time")
+            .expect("the subscription runs")
+    }
+
+    #[tokio::test]
+    async fn a_tool_or_server_forced_open_for_a_while_is_listed_again_when_its_time_is_over() {
+        let clock = ManualClock::new();
+        let (tools, _sub, mut rx) = watched(&clock);
+        tools.force_open_for("gh/search", Duration::from_secs(30));
+        assert_eq!(
+            next(&mut rx).await,
+            ToolsChanged::Hidden {
+                tool: Some("search".into()),
+                retry_after: Duration::from_secs(30)
+            }
+        );
+        clock.advance(Duration::from_secs(29));
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "not before its time");
+        // No call: the end of the isolation alone lists it again.
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            next(&mut rx).await,
+            ToolsChanged::Listed {
+                tool: Some("search".into())
+            }
+        );
+        let servers = super::super::server_registry(&tools);
+        servers.force_open_for("gh", Duration::from_secs(60));
+        assert!(matches!(
+            next(&mut rx).await,
+            ToolsChanged::Hidden { tool: None, .. }
+        ));
+        // Released by hand before its end: listed at once.
+        servers.release_control("gh");
+        assert_eq!(next(&mut rx).await, ToolsChanged::Listed { tool: None });
+        // Forced open until released: hidden, with no end to wait for.
+        tools.force_open("gh/search");
+        assert_eq!(
+            next(&mut rx).await,
+            ToolsChanged::Hidden {
+                tool: Some("search".into()),
+                retry_after: Duration::MAX
+            }
+        );
+        tools.release_control("gh/search");
+        assert_eq!(
+            next(&mut rx).await,
+            ToolsChanged::Listed {
+                tool: Some("search".into())
+            }
+        );
+    }
 
     #[tokio::test]
     async fn a_clock_sleep_ends_when_a_manual_clock_reaches_it_without_real_time() {

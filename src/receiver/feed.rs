@@ -8,7 +8,7 @@
 
 use std::cell::Cell;
 
-use crate::span_processor::core::Arrival;
+use crate::infer::span_core::Arrival;
 
 use super::record::{Located, Source, SpanRecord, WireError};
 use super::span::View;

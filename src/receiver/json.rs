@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::span_processor::core::Val;
+use crate::infer::span_core::Val;
 
 use super::record::{Located, RawValue, Source, SpanRecord, WireError};
 

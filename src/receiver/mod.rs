@@ -81,8 +81,8 @@ use std::sync::Arc;
 
 use crate::infer::classify::{DefaultClassifier, OutcomeClassifier};
 use crate::infer::conventions::Convention;
+use crate::infer::span_core::{Feed, SpanCore};
 use crate::registry::ToolHealthRegistry;
-use crate::span_processor::core::{Feed, ProcessorCore};
 use crate::web::HttpGuard;
 
 pub use grpc::TraceService;
@@ -178,7 +178,7 @@ impl Counters {
 /// What every clone of a [`Receiver`] shares.
 #[derive(Debug)]
 struct Inner {
-    core: Arc<ProcessorCore>,
+    core: Arc<SpanCore>,
     limits: Limits,
     /// The fields some convention takes a tool name from.
     name_fields: Box<[Box<str>]>,
@@ -212,6 +212,24 @@ pub struct ReceiverBuilder {
     limits: Limits,
     forward: Option<forward::Config>,
     guard: HttpGuard,
+    keys: Option<KeysBox>,
+    elsewhere: Option<ElsewhereBox>,
+}
+
+struct ElsewhereBox(crate::infer::span_core::RecordedElsewhere);
+
+impl std::fmt::Debug for ElsewhereBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("recorded_elsewhere")
+    }
+}
+
+struct KeysBox(crate::infer::span_core::KeyMap);
+
+impl std::fmt::Debug for KeysBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("map_tool_names")
+    }
 }
 
 struct ClassifierBox(Arc<dyn OutcomeClassifier>);
@@ -266,6 +284,34 @@ impl ReceiverBuilder {
         self
     }
 
+    /// How a span's tool name maps to the registry key its call is recorded under: `map(name)`
+    /// = `Some(key)` records it under `key`, `None` under the name itself. For a server whose
+    /// own gate names tools its own way — the gateway answers `/v1/tools/py__add` for the MCP
+    /// tool keyed `py/add` — so that one tool has one breaker whichever feed reports it (an
+    /// agent's span naming `py__add` feeds `py/add`). Runs for each recorded call (not on the
+    /// hot path of any gate).
+    pub fn map_tool_names(
+        mut self,
+        map: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.keys = Some(KeysBox(Arc::new(map)));
+        self
+    }
+
+    /// Spans of calls the application recorded another way: `recorded(span_id)` true (the
+    /// span's 64-bit id) records nothing for that span, nor for a span of the same tool it
+    /// nests in (one call, seen from the caller's side). For a server that is itself on the
+    /// call's path — the gateway served the `tools/call` whose `_meta.traceparent` named that
+    /// span, and recorded it then — so that the caller's own spans of it, exported here too,
+    /// do not count it again.
+    pub fn recorded_elsewhere(
+        mut self,
+        recorded: impl Fn(u64) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.elsewhere = Some(ElsewhereBox(Arc::new(recorded)));
+        self
+    }
+
     /// The limits (default [`Limits::default`]).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -317,12 +363,14 @@ impl ReceiverBuilder {
             .collect();
         name_fields.sort();
         name_fields.dedup();
-        let core = ProcessorCore::new(
+        let core = SpanCore::new(
             self.registry,
             self.conventions,
             self.classifier.map(|c| c.0),
             self.default_classifier,
             Feed::Remote,
+            self.keys.map(|k| k.0),
+            self.elsewhere.map(|e| e.0),
         );
         Ok(Receiver {
             inner: Arc::new(Inner {
@@ -363,6 +411,8 @@ impl Receiver {
             limits: Limits::default(),
             forward: None,
             guard: HttpGuard::loopback(),
+            keys: None,
+            elsewhere: None,
         }
     }
 

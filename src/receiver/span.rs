@@ -8,7 +8,7 @@
 use std::cell::Cell;
 use std::time::{Duration, SystemTime};
 
-use crate::span_processor::core::{Attributes, EventView, SpanStatus, SpanView, Val};
+use crate::infer::span_core::{Attributes, EventView, SpanStatus, SpanView, Val};
 
 use super::json;
 use super::record::{RawValue, SpanRecord};

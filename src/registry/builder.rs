@@ -221,6 +221,7 @@ impl RegistryBuilder {
             max_tools: self.max_tools,
             max_name_len: self.max_name_len,
             tag_hasher: foldhash::fast::RandomState::default(),
+            instance_id: new_instance_id(),
             default_policy: ArcSwap::from_pointee(ToolPolicy::from(self.config)),
             overrides: ArcSwap::from_pointee(HashMap::new()),
             clock,
@@ -269,4 +270,18 @@ impl ToolHealthRegistry {
             log_transitions: true,
         }
     }
+}
+
+/// A registry's id: 64 random bits (std's per-instance random hash keys over the time and an
+/// address), as 16 hexadecimal digits. Unique, not secret.
+fn new_instance_id() -> Arc<str> {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    let here = 0u8;
+    h.write_usize(std::ptr::addr_of!(here) as usize);
+    format!("{:016x}", h.finish()).into()
 }

@@ -6,6 +6,10 @@
 //! fails because invented names filled the cap. It fails (returns `false`) only for a name
 //! longer than [`max_name_len`](ToolHealthRegistry::max_name_len), or past the cap when
 //! [`max_tools`](ToolHealthRegistry::max_tools) tools are declared already.
+//!
+//! A control is no transition of the breaker: observers hear it through
+//! [`HealthObserver::on_control`](crate::HealthObserver::on_control) (a forced-open that ends
+//! on its own is no event either: whoever watches availability reads the tool again then).
 
 use std::time::Duration;
 
@@ -18,11 +22,21 @@ impl ToolHealthRegistry {
     /// Isolates the tool: every call is refused until [`release_control`](Self::release_control).
     /// Returns `false` when the tool cannot be tracked (see the module docs).
     pub fn force_open(&self, tool: &str) -> bool {
-        self.with_entry_or_declare(tool, |e| {
-            e.control
-                .set_mode(ToolControl::ForcedOpen { until: None }, Ticks::NEVER)
-        })
-        .is_some()
+        let set = self
+            .with_entry_or_declare(tool, |e| {
+                e.control
+                    .set_mode(ToolControl::ForcedOpen { until: None }, Ticks::NEVER)
+            })
+            .is_some();
+        self.controlled(tool, set)
+    }
+
+    /// Tells observers when a control was set; passes `set` on.
+    fn controlled(&self, tool: &str, set: bool) -> bool {
+        if set {
+            self.notify_control(tool);
+        }
+        set
     }
 
     #[doc(hidden)] // `force_open_for` is the documented way; kept for code written against it
@@ -39,8 +53,10 @@ impl ToolHealthRegistry {
                 Ticks::at_ceil(until),
             )
         };
-        self.with_entry_or_declare(tool, |e| e.control.set_mode(mode, end))
-            .is_some()
+        let set = self
+            .with_entry_or_declare(tool, |e| e.control.set_mode(mode, end))
+            .is_some();
+        self.controlled(tool, set)
     }
 
     /// Isolates the tool for `duration` from now. A duration that ends beyond what the
@@ -58,17 +74,22 @@ impl ToolHealthRegistry {
     /// goes to the stats only. So the breaker's state and the metrics show what it would do,
     /// and when the control is released the breaker is where enforcement would have left it.
     pub fn force_closed(&self, tool: &str) -> bool {
-        self.with_entry_or_declare(tool, |e| {
-            e.control.set_mode(ToolControl::ForcedClosed, Ticks::ZERO)
-        })
-        .is_some()
+        let set = self
+            .with_entry_or_declare(tool, |e| {
+                e.control.set_mode(ToolControl::ForcedClosed, Ticks::ZERO)
+            })
+            .is_some();
+        self.controlled(tool, set)
     }
 
     /// Back to normal: the breaker decides again (shadow mode is left as it is).
     pub fn release_control(&self, tool: &str) {
-        self.with_entry(tool, |e| {
-            e.control.set_mode(ToolControl::Normal, Ticks::ZERO)
-        });
+        let set = self
+            .with_entry(tool, |e| {
+                e.control.set_mode(ToolControl::Normal, Ticks::ZERO)
+            })
+            .is_some();
+        self.controlled(tool, set);
     }
 
     /// Shadow mode on or off: refusals are decided and counted, not enforced.
@@ -103,10 +124,13 @@ impl ToolHealthRegistry {
     /// `tool_health.breaker.transitions`) keeps growing across a reset: a counter never goes
     /// down. Snapshots and the score start from zero.
     pub fn reset(&self, tool: &str) {
-        self.with_entry(tool, |e| {
-            e.breaker.reset(self.now_ticks());
-            e.stats.reset();
-            e.control.set_coordinated(false);
-        });
+        let set = self
+            .with_entry(tool, |e| {
+                e.breaker.reset(self.now_ticks());
+                e.stats.reset();
+                e.control.set_coordinated(false);
+            })
+            .is_some();
+        self.controlled(tool, set);
     }
 }

@@ -166,6 +166,8 @@ pub struct ToolHealthRegistry {
     max_name_len: usize,
     /// Tags the permits of each tool's breaker (see `tag_of`).
     tag_hasher: foldhash::fast::RandomState,
+    /// This registry's id on the spans it gates (see [`instance_id`](Self::instance_id)).
+    instance_id: Arc<str>,
     default_policy: ArcSwap<ToolPolicy>,
     overrides: ArcSwap<HashMap<Box<str>, Arc<ToolPolicy>>>,
     clock: Arc<dyn Clock>,
@@ -255,6 +257,21 @@ impl ToolHealthRegistry {
     #[inline(always)]
     fn has_observers(&self) -> bool {
         self.record_extras.load(Ordering::Acquire) & EXTRA_OBSERVE != 0
+    }
+
+    /// This registry's id: 16 hexadecimal digits, random, fixed for its life. Every span whose
+    /// call it gates carries it as `tool_health.registry.id`
+    /// ([`REGISTRY_ID_ATTRIBUTE`](crate::layer::REGISTRY_ID_ATTRIBUTE)), and an OTLP receiver
+    /// feeding this same registry skips such a span: the call is already recorded. (A span
+    /// exported by a pipeline you build yourself carries it when the layer or the call helper
+    /// gated the call.)
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    /// [`instance_id`](Self::instance_id), shared (for span attributes).
+    pub(crate) fn instance_id_shared(&self) -> &Arc<str> {
+        &self.instance_id
     }
 
     /// This registry's identity, as the span-binding hook sees it.

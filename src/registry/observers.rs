@@ -97,6 +97,14 @@ pub trait HealthObserver: Send + Sync + fmt::Debug + 'static {
         let _ = (tool, transition, at);
     }
 
+    /// An operator control changed whether the tool admits calls, with no transition of its
+    /// breaker: forced open (for a while or until released), forced closed, released, reset.
+    /// `at` is the registry clock's reading. A view of what is available reads the tool again
+    /// (the MCP tools subscription does, and sets its timer for a forced-open that ends).
+    fn on_control(&self, tool: &str, at: Duration) {
+        let _ = (tool, at);
+    }
+
     /// A tool was evicted ([`ToolHealthRegistry::evict_idle`]). Called after the sweep, on the
     /// sweeping thread, with no lock of the registry held. The tool may be tracked again
     /// already: a later call creates a fresh entry.
@@ -270,6 +278,24 @@ impl ToolHealthRegistry {
             for o in observers.iter().chain(transition_observers.iter()) {
                 o.on_transition(tool, &t, at);
             }
+        }
+    }
+
+    /// Tells observers an operator control changed `tool` (see [`HealthObserver::on_control`]).
+    pub(super) fn notify_control(&self, tool: &str) {
+        let transition_observers = self.transition_observers.load();
+        if !self.has_observers() && transition_observers.is_empty() {
+            return;
+        }
+        let _quiet = CallingOut::enter();
+        let at = self.clock.now();
+        for o in self
+            .observers
+            .load()
+            .iter()
+            .chain(transition_observers.iter())
+        {
+            o.on_control(tool, at);
         }
     }
 

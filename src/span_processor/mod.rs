@@ -40,7 +40,7 @@
 //! attribute, else `code.module.name` / `code.namespace`, else the instrumentation scope's
 //! name —, its name (a convention reading its tool name from `otel.name` checks that instead:
 //! tracing-opentelemetry turns `otel.name` into the span's name) and its attributes. The
-//! classification is the same [`DefaultClassifier`] on the
+//! classification is the same [`DefaultClassifier`](crate::layer::DefaultClassifier) on the
 //! same facts, with the span's own data in place of `tracing` fields and events:
 //!
 //! | the span's | counts as |
@@ -82,85 +82,10 @@
 //! Another SDK version's provider does not take these processors (the trait is the SDK's).
 //! The default build depends on no SDK.
 
-pub(crate) mod core;
 mod sdk;
 
-use std::sync::Arc;
-
-use crate::infer::classify::{DefaultClassifier, OutcomeClassifier};
-use crate::infer::conventions::Convention;
-use crate::registry::ToolHealthRegistry;
-
 /// The builder every version shares.
-#[derive(Debug)]
-struct Builder {
-    registry: Arc<ToolHealthRegistry>,
-    conventions: Vec<Convention>,
-    added: usize,
-    default_classifier: DefaultClassifier,
-    classifier: Option<ClassifierBox>,
-}
-
-struct ClassifierBox(Arc<dyn OutcomeClassifier>);
-
-impl std::fmt::Debug for ClassifierBox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OutcomeClassifier")
-    }
-}
-
-#[allow(dead_code)] // one version may be off
-impl Builder {
-    fn new(registry: Arc<ToolHealthRegistry>) -> Self {
-        Self {
-            registry,
-            conventions: Convention::builtin(),
-            added: 0,
-            default_classifier: DefaultClassifier::new(),
-            classifier: None,
-        }
-    }
-
-    fn convention(mut self, convention: Convention) -> Self {
-        crate::infer::conventions::add_to(&mut self.conventions, &mut self.added, convention);
-        self
-    }
-
-    fn conventions(mut self, conventions: impl IntoIterator<Item = Convention>) -> Self {
-        self.conventions = conventions.into_iter().collect();
-        self.added = 0;
-        self
-    }
-
-    fn strict(mut self, strict: bool) -> Self {
-        self.default_classifier = self.default_classifier.strict(strict);
-        self
-    }
-
-    fn caller_errors<I>(mut self, errors: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: Into<String>,
-    {
-        self.default_classifier = self.default_classifier.caller_errors(errors);
-        self
-    }
-
-    fn classifier(mut self, classifier: impl OutcomeClassifier) -> Self {
-        self.classifier = Some(ClassifierBox(Arc::new(classifier)));
-        self
-    }
-
-    fn build(self) -> Arc<core::ProcessorCore> {
-        core::ProcessorCore::new(
-            self.registry,
-            self.conventions,
-            self.classifier.map(|c| c.0),
-            self.default_classifier,
-            core::Feed::InProcess,
-        )
-    }
-}
+pub(crate) use crate::infer::feed_options::FeedOptions as Builder;
 
 #[cfg(feature = "span-processor")]
 mod sdk_0_33 {

@@ -15,8 +15,8 @@ macro_rules! processor_for {
         use $sdk::trace::{Span, SpanData, SpanProcessor};
 
         use crate::registry::ToolHealthRegistry;
-        use crate::span_processor::core::{
-            Attributes, EventView, ProcessorCore, SpanStatus, SpanView, Val,
+        use crate::infer::span_core::{
+            Attributes, EventView, SpanCore, SpanStatus, SpanView, Val,
         };
         use crate::span_processor::Builder;
 
@@ -30,7 +30,7 @@ macro_rules! processor_for {
             "nothing and keeps no span: add your exporter's processor beside it."
         )]
         pub struct ToolHealthSpanProcessor {
-            core: Arc<ProcessorCore>,
+            core: Arc<SpanCore>,
         }
 
         impl fmt::Debug for ToolHealthSpanProcessor {

@@ -117,6 +117,14 @@ pub(super) fn boolean(out: &mut String, b: bool) {
     out.push_str(if b { "true" } else { "false" });
 }
 
+/// `value` written by `write`, or `null` when there is none.
+pub(super) fn or_null<T>(out: &mut String, value: Option<T>, write: impl FnOnce(&mut String, T)) {
+    match value {
+        Some(v) => write(out, v),
+        None => out.push_str("null"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,6 +64,7 @@ use crate::web::HttpGuard;
 
 mod control;
 mod events;
+mod groups;
 mod history;
 mod json;
 mod page;
@@ -74,6 +75,7 @@ pub(crate) mod snapshot;
 pub use control::{
     ControlToken, DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS, MAX_TOKEN_LEN, MIN_TOKEN_LEN,
 };
+pub use groups::{Group, GroupSource};
 #[cfg(feature = "prometheus")]
 pub use prometheus::{PrometheusError, PrometheusMetrics};
 pub use snapshot::{
@@ -115,8 +117,33 @@ pub struct StatusBuilder {
     event_buffer: usize,
     max_event_streams: usize,
     guard: HttpGuard,
+    groups: Option<GroupsSource>,
     #[cfg(feature = "prometheus")]
     prometheus: Option<PrometheusMetrics>,
+}
+
+/// Where the groups come from, and what a group is called.
+#[derive(Clone)]
+struct GroupsSource {
+    noun: &'static str,
+    source: Arc<dyn GroupSource>,
+}
+
+impl fmt::Debug for GroupsSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupsSource")
+            .field("noun", &self.noun)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupsSource {
+    fn now(&self) -> groups::Groups {
+        groups::Groups {
+            noun: self.noun,
+            list: self.source.groups(),
+        }
+    }
 }
 
 impl fmt::Debug for StatusBuilder {
@@ -157,9 +184,36 @@ impl StatusBuilder {
             event_buffer: DEFAULT_EVENT_BUFFER,
             max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
             guard: HttpGuard::loopback(),
+            groups: None,
             #[cfg(feature = "prometheus")]
             prometheus: None,
         }
+    }
+
+    /// Shows groups of tools beside them — what tools are reached through, when that can
+    /// refuse all of its tools at once: a gateway's MCP servers (`noun` = `"server"`). Each
+    /// document asks `source` for the groups; the page lists them (state, connected,
+    /// restarts, last error), and a tool its group refuses is shown and counted as refused
+    /// (`available: false`, `refused_by` = `noun`), whatever its own breaker says.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tool_health::status::Group;
+    /// use tool_health::ToolHealthRegistry;
+    ///
+    /// let registry = Arc::new(ToolHealthRegistry::new());
+    /// let status = tool_health::status::builder(registry)
+    ///     .groups("server", || vec![Group::new("github", "github/").connected(true)])
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = status;
+    /// ```
+    pub fn groups(mut self, noun: &'static str, source: impl GroupSource) -> Self {
+        self.groups = Some(GroupsSource {
+            noun,
+            source: Arc::new(source),
+        });
+        self
     }
 
     /// Turns the operator controls on, behind this token ([`MIN_TOKEN_LEN`] to
@@ -297,15 +351,22 @@ struct Shared {
     /// One permit per event stream being served.
     event_streams: Arc<tokio::sync::Semaphore>,
     guard: HttpGuard,
+    groups: Option<GroupsSource>,
     #[cfg(feature = "prometheus")]
     prometheus: Option<PrometheusMetrics>,
 }
 
 impl Shared {
+    /// What a document needs besides the tools, the groups as they are now.
     fn meta(&self) -> Meta {
         Meta {
             controls: self.token.is_some(),
             sample_interval: self.sample_interval,
+            groups: self
+                .groups
+                .as_ref()
+                .map(GroupsSource::now)
+                .unwrap_or_default(),
         }
     }
 
@@ -388,6 +449,7 @@ impl Status {
             sample_interval: b.sample_interval,
             event_streams: Arc::new(tokio::sync::Semaphore::new(b.max_event_streams)),
             guard: b.guard,
+            groups: b.groups,
             #[cfg(feature = "prometheus")]
             prometheus: b.prometheus,
             registry: b.registry,
@@ -425,7 +487,7 @@ impl Status {
     /// The `GET /tools/{tool}` document; `None` for a tool not tracked.
     pub fn tool_json(&self, tool: &str) -> Option<String> {
         let s = &self.shared;
-        snapshot::tool_json(&s.registry, &s.history, tool)
+        snapshot::tool_json(&s.registry, &s.history, tool, &s.meta())
     }
 
     /// Takes one history sample now (the status task takes one every sample interval; call
@@ -498,7 +560,7 @@ async fn tool_route(State(shared): SharedState, Path(tool): Path<String>) -> Res
     if let Some(r) = tool_name_error(&tool) {
         return r;
     }
-    match snapshot::tool_json(&shared.registry, &shared.history, &tool) {
+    match snapshot::tool_json(&shared.registry, &shared.history, &tool, &shared.meta()) {
         Some(body) => json_response(StatusCode::OK, body),
         None => error_response(StatusCode::NOT_FOUND, "no such tool tracked"),
     }
@@ -551,7 +613,7 @@ async fn control_route(
         return error_response(StatusCode::NOT_FOUND, "no such tool tracked");
     }
     action.apply(&shared.registry, &tool);
-    match snapshot::tool_json(&shared.registry, &shared.history, &tool) {
+    match snapshot::tool_json(&shared.registry, &shared.history, &tool, &shared.meta()) {
         Some(body) => json_response(StatusCode::OK, body),
         None => error_response(StatusCode::NOT_FOUND, "no such tool tracked"),
     }

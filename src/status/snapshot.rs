@@ -11,6 +11,7 @@ use crate::control::ToolControl;
 use crate::registry::{ToolHealthRegistry, ToolHealthSnapshot};
 use crate::stats::HealthStatus;
 
+use super::groups::{Group, Groups, Verdict};
 use super::history::{self, Inner as HistoryInner, TransitionRecord};
 use super::json;
 
@@ -160,10 +161,10 @@ impl ToolsQuery {
         Ok(q)
     }
 
-    fn keeps(&self, s: &ToolHealthSnapshot) -> bool {
+    fn keeps(&self, s: &ToolHealthSnapshot, group_refused: bool) -> bool {
         let state = match self.state {
             StateFilter::All => true,
-            StateFilter::Sick => rank(s) < HEALTHY_RANK,
+            StateFilter::Sick => rank(s, group_refused) < HEALTHY_RANK,
             StateFilter::Open => s.breaker == BreakerState::Open,
             StateFilter::HalfOpen => s.breaker == BreakerState::HalfOpen,
             StateFilter::Closed => s.breaker == BreakerState::Closed,
@@ -190,11 +191,11 @@ fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
 /// lower.
 const HEALTHY_RANK: u8 = 5;
 
-/// How sick a tool is, 0 (open) to [`HEALTHY_RANK`].
-fn rank(s: &ToolHealthSnapshot) -> u8 {
+/// How sick a tool is, 0 (open, or refused by its group) to [`HEALTHY_RANK`].
+fn rank(s: &ToolHealthSnapshot, group_refused: bool) -> u8 {
     let forced_open = matches!(s.control, ToolControl::ForcedOpen { .. });
     match s.breaker {
-        _ if forced_open => 0,
+        _ if forced_open || group_refused => 0,
         BreakerState::Open => 0,
         BreakerState::HalfOpen => 1,
         BreakerState::Closed => match s.status {
@@ -222,6 +223,8 @@ struct Counts {
     open: u64,
     half_open: u64,
     forced: u64,
+    /// Available by their own breaker, refused by their group's.
+    group_refused: u64,
     healthy: u64,
     degraded: u64,
     unhealthy: u64,
@@ -238,11 +241,12 @@ fn millis_ceil(d: Duration) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
-/// Settings of the document that are not per query.
-#[derive(Debug, Clone, Copy)]
+/// Settings of the document that are not per query, and the groups now.
+#[derive(Debug, Clone)]
 pub(super) struct Meta {
     pub(super) controls: bool,
     pub(super) sample_interval: Duration,
+    pub(super) groups: Groups,
 }
 
 /// The document of `GET /tools` for `query`.
@@ -254,8 +258,18 @@ pub(super) fn tools_json(
 ) -> String {
     let now = registry.now();
     let mut all = registry.health_summary(); // sorted by name
+    let groups = &meta.groups;
     let mut counts = Counts::default();
+    // Per group: its tools tracked, and those refusing by their own breaker.
+    let mut tallies = vec![(0u64, 0u64); groups.list.len()];
     for s in &all {
+        if groups.verdict(s).refused_by_group(s) {
+            counts.group_refused += 1;
+        }
+        if let Some(i) = groups.index_of(&s.tool) {
+            tallies[i].0 += 1;
+            tallies[i].1 += u64::from(s.retry_after.is_some());
+        }
         match s.breaker {
             BreakerState::Closed => counts.closed += 1,
             BreakerState::Open => counts.open += 1,
@@ -271,14 +285,17 @@ pub(super) fn tools_json(
         }
     }
     let tracked = all.len();
-    all.retain(|s| query.keeps(s));
+    all.retain(|s| query.keeps(s, groups.verdict(s).refused_by_group(s)));
     let matched = all.len();
     // The order as indices into `all` (sorted by name already): sorting small keys, not the
     // snapshots, and an equal rank and score falls back to the index, which is the name order.
     let mut order: Vec<(u8, f64, u32)> = all
         .iter()
         .enumerate()
-        .map(|(i, s)| (rank(s), s.score, i as u32))
+        .map(|(i, s)| {
+            let group_refused = groups.verdict(s).refused_by_group(s);
+            (rank(s, group_refused), s.score, i as u32)
+        })
         .collect();
     if query.sort == Sort::Sick {
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
@@ -313,6 +330,7 @@ pub(super) fn tools_json(
         ("open", counts.open),
         ("half_open", counts.half_open),
         ("forced", counts.forced),
+        ("group_refused", counts.group_refused),
         ("healthy", counts.healthy),
         ("degraded", counts.degraded),
         ("unhealthy", counts.unhealthy),
@@ -342,7 +360,23 @@ pub(super) fn tools_json(
         if i > 0 {
             out.push(',');
         }
-        write_tool(&mut out, s, &history, now);
+        write_tool(&mut out, s, &history, now, &groups.verdict(s));
+    }
+    out.push_str("],");
+    json::key(&mut out, "group_noun");
+    if groups.noun.is_empty() {
+        out.push_str("null");
+    } else {
+        json::string(&mut out, groups.noun);
+    }
+    out.push(',');
+    json::key(&mut out, "groups");
+    out.push('[');
+    for (i, g) in groups.list.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_group(&mut out, g, &tallies[i]);
     }
     out.push_str("],");
     json::key(&mut out, "recent_transitions");
@@ -362,12 +396,13 @@ pub(super) fn tool_json(
     registry: &ToolHealthRegistry,
     history: &history::History,
     tool: &str,
+    meta: &Meta,
 ) -> Option<String> {
     let now = registry.now();
     let s = registry.snapshot(tool)?;
     let history = history.lock();
     let mut out = String::with_capacity(640);
-    write_tool(&mut out, &s, &history, now);
+    write_tool(&mut out, &s, &history, now, &meta.groups.verdict(&s));
     Some(out)
 }
 
@@ -379,8 +414,9 @@ pub(crate) fn tool_object(registry: &ToolHealthRegistry, tool: &str) -> Option<S
     let s = registry.snapshot(tool)?;
     let none = history::History::new(2);
     let none = none.lock();
+    let no_groups = Groups::default();
     let mut out = String::with_capacity(640);
-    write_tool(&mut out, &s, &none, now);
+    write_tool(&mut out, &s, &none, now, &no_groups.verdict(&s));
     Some(out)
 }
 
@@ -395,7 +431,8 @@ pub fn untracked_tool_json(tool: &str) -> String {
     json::string(&mut out, tool);
     out.push_str(concat!(
         r#","tracked":false,"state":"closed","breaker":"closed","status":"healthy","#,
-        r#""available":true,"retry_after_ms":null,"control":"normal","#,
+        r#""available":true,"retry_after_ms":null,"refused_by":null,"group":null,"#,
+        r#""control":"normal","#,
         r#""control_remaining_ms":null,"shadow":false,"score":1,"success_rate":1,"#,
         r#""ewma_success":1,"consecutive_failures":0,"calls":{"success":0,"failure":0,"#,
         r#""refused":0,"ignored":0,"cancelled":0,"shadow_refused":0},"#,
@@ -404,11 +441,46 @@ pub fn untracked_tool_json(tool: &str) -> String {
     out
 }
 
+/// A group's object.
+fn write_group(out: &mut String, g: &Group, (tracked, open): &(u64, u64)) {
+    out.push('{');
+    json::key(out, "name");
+    json::string(out, &g.name);
+    out.push_str(",\"state\":");
+    json::string(out, g.state);
+    out.push_str(",\"available\":");
+    json::boolean(out, g.retry_after.is_none());
+    out.push_str(",\"retry_after_ms\":");
+    match g.retry_after {
+        Some(d) if d != Duration::MAX => json::uint(out, millis_ceil(d)),
+        _ => out.push_str("null"),
+    }
+    out.push_str(",\"connected\":");
+    json::or_null(out, g.connected, json::boolean);
+    out.push_str(",\"restarts\":");
+    json::or_null(out, g.restarts, json::uint);
+    out.push_str(",\"last_error\":");
+    json::or_null(out, g.last_error.as_deref(), json::string);
+    out.push_str(",\"tools\":");
+    json::or_null(out, g.tools, json::uint);
+    out.push_str(",\"tools_tracked\":");
+    json::uint(out, *tracked);
+    out.push_str(",\"tools_refusing\":");
+    json::uint(out, *open);
+    out.push('}');
+}
+
 fn millis_floor(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: Duration) {
+fn write_tool(
+    out: &mut String,
+    s: &ToolHealthSnapshot,
+    h: &HistoryInner,
+    now: Duration,
+    verdict: &Verdict<'_>,
+) {
     let h = h.tool(&s.tool);
     out.push('{');
     json::key(out, "tool");
@@ -419,13 +491,18 @@ fn write_tool(out: &mut String, s: &ToolHealthSnapshot, h: &HistoryInner, now: D
     json::fixed(out, s.breaker.as_str());
     out.push_str(",\"status\":");
     json::fixed(out, s.status.as_str());
+    // Available and until when: the tool's own breaker and its group's.
     out.push_str(",\"available\":");
-    json::boolean(out, s.retry_after.is_none());
+    json::boolean(out, verdict.retry_after.is_none());
     out.push_str(",\"retry_after_ms\":");
-    match s.retry_after {
+    match verdict.retry_after {
         Some(d) if d != Duration::MAX => json::uint(out, millis_ceil(d)),
         _ => out.push_str("null"),
     }
+    out.push_str(",\"refused_by\":");
+    json::or_null(out, verdict.refused_by, json::string);
+    out.push_str(",\"group\":");
+    json::or_null(out, verdict.group.map(|g| &*g.name), json::string);
     out.push_str(",\"control\":");
     let (control, remaining) = match s.control {
         ToolControl::ForcedOpen { until } => ("forced_open", until.map(|u| u.saturating_sub(now))),

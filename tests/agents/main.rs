@@ -392,6 +392,28 @@ async fn delays(fw: Framework) {
 async fn pydantic_ai() {
     trips_counts_and_recovers(Framework::PydanticAi).await;
 }
+/// A tool answering `ModelRetry` to a model that never corrects itself: Pydantic AI gives up
+/// after the tool's retries (2) with `UnexpectedModelBehavior` in the last attempt's span. The
+/// model's mistake every time — three runs of it never trip the tool (they used to: the last
+/// attempt of each run counted as the tool's failure, and the third run opened it).
+async fn pydantic_ai_retries_used_up_never_trip_the_tool() {
+    let s = server().await;
+    run(
+        Framework::PydanticAi,
+        &s,
+        "retries_used_up,retries_used_up,retries_used_up",
+        &[],
+    )
+    .await;
+    let insists = s.tool("insists").await;
+    assert_eq!(
+        counts(&insists),
+        (0, 0, 9),
+        "three attempts a run: {insists}"
+    );
+    assert_eq!(insists["available"], true, "{insists}");
+    assert_eq!(insists["state"], "closed", "{insists}");
+}
 async fn vercel_ai() {
     trips_counts_and_recovers(Framework::VercelAi).await;
 }
@@ -512,6 +534,7 @@ async fn forwards_to_rotel() {
 fn main() -> std::process::ExitCode {
     harness::run(trials![
         multi pydantic_ai,
+        multi pydantic_ai_retries_used_up_never_trip_the_tool,
         multi vercel_ai,
         multi langchain_openinference,
         multi pydantic_ai_export_delay,

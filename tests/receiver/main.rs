@@ -8,6 +8,8 @@
 
 mod fixtures;
 mod hostile;
+mod late_storm;
+mod own;
 mod recovery;
 mod support;
 mod transport;

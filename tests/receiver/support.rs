@@ -106,3 +106,18 @@ pub(crate) fn request(scope: &str, spans: Vec<Span>) -> ExportTraceServiceReques
 pub(crate) fn encode(req: &ExportTraceServiceRequest) -> Vec<u8> {
     req.encode_to_vec()
 }
+
+/// Spans the OpenTelemetry SDK finished, as the body of one OTLP/protobuf request (what its
+/// exporter sends).
+pub(crate) fn exported(spans: Vec<opentelemetry_sdk::trace::SpanData>) -> Vec<u8> {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans: spans.into_iter().map(Span::from).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}

@@ -166,10 +166,79 @@ fn transports_are_checked() {
     );
     let p = one(r#"{"mcpServers": {"s": {}}}"#);
     assert!(p.message.contains("neither"), "{}", p.message);
-    let p = one(r#"{"mcpServers": {}}"#);
-    assert!(p.message.contains("empty"), "{}", p.message);
     let p = one(r#"{"servers": {}}"#);
     assert!(p.message.contains("no `mcpServers`"), "{}", p.message);
+}
+
+#[test]
+fn an_empty_mcp_servers_is_a_gateway_of_traces_only() {
+    let c = parse("gw.json", r#"{"mcpServers": {}}"#).expect("valid");
+    assert!(c.servers.is_empty());
+}
+
+#[test]
+fn a_misspelt_mcp_servers_gets_its_did_you_mean() {
+    let p = one(r#"{"mcpServer": {"py": {"command": "x"}}}"#);
+    assert!(p.message.contains("no `mcpServers`"), "{}", p.message);
+    assert!(
+        p.fix.contains("rename `mcpServer` to `mcpServers`"),
+        "{}",
+        p.fix
+    );
+}
+
+#[test]
+fn variables_are_expanded_and_an_unset_one_is_a_problem_naming_it() {
+    let env = |k: &str| match k {
+        "TOKEN" => Some("tok-123456".to_owned()),
+        "PORT" => Some("9000".to_owned()),
+        _ => None,
+    };
+    let c = parse_with(
+        "gw.json",
+        r#"{"mcpServers": {
+            "py": {"command": "python3", "args": ["--port", "${PORT}"], "env": {"K": "${TOKEN}", "D": "${UNSET:-fallback}"}},
+            "remote": {"url": "http://127.0.0.1:${PORT}/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+        }}"#,
+        &env,
+    )
+    .expect("valid");
+    match &c.servers[0].launch {
+        Launch::Stdio { args, env, .. } => {
+            assert_eq!(args, &["--port", "9000"]);
+            assert_eq!(env["K"], "tok-123456");
+            assert_eq!(env["D"], "fallback");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &c.servers[1].launch {
+        Launch::Http { url, headers } => {
+            assert_eq!(url, "http://127.0.0.1:9000/mcp");
+            assert_eq!(headers[0].1, "Bearer tok-123456");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The expanded values are secrets like the rest.
+    let secrets = Secrets::of(&c);
+    assert_eq!(secrets.scrub("sent tok-123456"), "sent ***");
+    let all = parse_with(
+        "gw.json",
+        "{\"mcpServers\": {\"py\": {\"command\": \"x\",\n \"env\": {\"K\": \"${NOPE}\"}}}}",
+        &env,
+    )
+    .expect_err("unset")
+    .problems;
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!(
+        (all[0].path.as_str(), all[0].line),
+        ("mcpServers.py.env.K", Some(2))
+    );
+    assert!(
+        all[0].message.contains("`${NOPE}`, which is not set"),
+        "{}",
+        all[0].message
+    );
+    assert!(all[0].fix.contains("${NOPE:-"), "{}", all[0].fix);
 }
 
 #[test]

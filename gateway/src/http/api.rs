@@ -75,21 +75,25 @@ pub(crate) fn resolve(gw: &Gateway, raw: &str) -> Result<Resolved, Response> {
     if raw.is_empty() || raw.len() > MAX_NAME {
         return Err(bad());
     }
-    let resolved = match raw.split_once(tool_health::mcp::KEY_SEPARATOR) {
-        Some((server, _)) => Resolved {
+    let upstreams = gw.upstreams();
+    let resolved = if let Some((server, _)) = raw.split_once(tool_health::mcp::KEY_SEPARATOR) {
+        Resolved {
             key: raw.to_owned(),
-            upstream: gw.upstreams.get(server).cloned(),
-        },
-        None => match names::split(raw) {
-            Ok((server, tool)) if gw.upstreams.get(server).is_some() => Resolved {
-                key: crate::upstream::key(server, tool),
-                upstream: gw.upstreams.get(server).cloned(),
-            },
-            _ => Resolved {
-                key: raw.to_owned(),
-                upstream: None,
-            },
-        },
+            upstream: upstreams.get(server).cloned(),
+        }
+    } else if let Some(key) = names::key_of(raw, |s| upstreams.get(s).is_some()) {
+        let server = key
+            .split_once(tool_health::mcp::KEY_SEPARATOR)
+            .map_or("", |(s, _)| s);
+        Resolved {
+            upstream: upstreams.get(server).cloned(),
+            key,
+        }
+    } else {
+        Resolved {
+            key: raw.to_owned(),
+            upstream: None,
+        }
     };
     if gw.registry.validate_name(&resolved.key).is_err() {
         return Err(bad());
@@ -107,57 +111,48 @@ fn ms(d: Duration) -> Value {
     }
 }
 
-/// Adds the gateway's fields to a tool object of the status JSON: `name` and `server`, and
-/// `available` / `retry_after_ms` / `refused_by` with the server's breaker counted in.
+/// Adds the gateway's fields to a tool object of the status JSON: `name` (as hosts see it)
+/// and `server`. `available`, `retry_after_ms` and `refused_by` already count the server's
+/// breaker in: the servers are the status page's groups (`crate::gateway::server_groups`).
 fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
-    let key = obj
-        .get("tool")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let key = obj.get("tool").and_then(Value::as_str).unwrap_or("");
     let upstream = key
         .split_once(tool_health::mcp::KEY_SEPARATOR)
-        .and_then(|(s, t)| gw.upstreams.get(s).map(|u| (u, t)));
-    let tool_refuses = obj.get("available") == Some(&Value::Bool(false));
-    let mut refused_by = tool_refuses.then_some("tool");
-    match upstream {
-        Some((u, tool)) => {
-            obj.insert(
-                "name".into(),
-                names::shown(&u.name, tool).map_or(Value::Null, Value::from),
-            );
-            obj.insert("server".into(), Value::from(&*u.name));
-            if let Some(wait) = u.refused_for() {
-                let tool_wait = obj.get("retry_after_ms").and_then(Value::as_u64);
-                let server_ms = ms(wait);
-                let longest = match (server_ms.as_u64(), tool_wait) {
-                    (Some(s), Some(t)) => Value::from(s.max(t)),
-                    (Some(s), None) if !tool_refuses => Value::from(s),
-                    _ => Value::Null,
-                };
-                obj.insert("available".into(), Value::Bool(false));
-                obj.insert("retry_after_ms".into(), longest);
-                refused_by = Some("server");
-            }
-        }
-        None => {
-            obj.insert("name".into(), Value::Null);
-            obj.insert("server".into(), Value::Null);
-        }
-    }
-    obj.insert(
-        "refused_by".into(),
-        refused_by.map_or(Value::Null, Value::from),
-    );
+        .and_then(|(s, t)| gw.upstreams().get(s).cloned().map(|u| (u, t)));
+    let (name, server) = match upstream {
+        Some((u, tool)) => (
+            names::shown(&u.name, tool).map_or(Value::Null, Value::from),
+            Value::from(&*u.name),
+        ),
+        None => (Value::Null, Value::Null),
+    };
+    obj.insert("name".into(), name);
+    obj.insert("server".into(), server);
 }
 
 /// One tool's document: the status object (augmented) when tracked, else a fresh one.
 pub(crate) fn tool_document(gw: &Gateway, key: &str) -> Value {
-    let text = gw
-        .status
-        .tool_json(key)
-        .unwrap_or_else(|| tool_health::status::untracked_tool_json(key));
-    let mut doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let mut doc: Value = match gw.status.tool_json(key) {
+        Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
+        None => {
+            // Never tracked: the library's fresh object (the receiver's gate answers the same),
+            // and only its server's breaker can refuse it.
+            let text = tool_health::status::untracked_tool_json(key);
+            let mut doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let refused = key
+                .split_once(tool_health::mcp::KEY_SEPARATOR)
+                .and_then(|(s, _)| gw.upstreams().get(s).and_then(|u| u.refused_for()));
+            if let Some(obj) = doc.as_object_mut() {
+                obj.insert("available".into(), Value::Bool(refused.is_none()));
+                obj.insert("retry_after_ms".into(), refused.map_or(Value::Null, ms));
+                obj.insert(
+                    "refused_by".into(),
+                    refused.map_or(Value::Null, |_| Value::from("server")),
+                );
+            }
+            doc
+        }
+    };
     if let Some(obj) = doc.as_object_mut() {
         obj.entry("tracked").or_insert(Value::Bool(true));
         augment(gw, obj);
@@ -184,7 +179,8 @@ pub(crate) async fn tools(State(gw): State<Arc<Gateway>>, uri: Uri) -> Response 
 
 /// `GET /v1/tools/{tool}`: available or not, and until when — the pure oracle (it takes no
 /// probe and creates nothing). 404 for a name that is neither tracked nor a tool an upstream
-/// listed (the body still says `available: true`: nothing refuses it).
+/// listed, and for a tool its server no longer lists (the body still says `available: true`:
+/// nothing refuses it).
 pub(crate) async fn tool(State(gw): State<Arc<Gateway>>, Path(tool): Path<String>) -> Response {
     let r = match resolve(&gw, &tool) {
         Ok(r) => r,
@@ -195,8 +191,10 @@ pub(crate) async fn tool(State(gw): State<Arc<Gateway>>, Path(tool): Path<String
             .split_once(tool_health::mcp::KEY_SEPARATOR)
             .is_some_and(|(_, t)| u.knows(t))
     });
+    // A tool its server listed once and lists no more is no tool, whatever it counted.
+    let dropped = !known && r.upstream.as_ref().is_some_and(|u| u.has_listed());
     let doc = tool_document(&gw, &r.key);
-    if doc.get("tracked") == Some(&Value::Bool(false)) && !known {
+    if (doc.get("tracked") == Some(&Value::Bool(false)) || dropped) && !known {
         let mut doc = doc;
         if let Some(obj) = doc.as_object_mut() {
             obj.insert("error".into(), "no such tool tracked".into());
@@ -367,20 +365,22 @@ pub(crate) fn server_document(u: &Upstream) -> Value {
 
 /// `GET /v1/servers`: every upstream, its connection and its breaker.
 pub(crate) async fn servers(State(gw): State<Arc<Gateway>>) -> Response {
-    let list: Vec<Value> = gw.upstreams.iter().map(|u| server_document(u)).collect();
+    let list: Vec<Value> = gw.upstreams().iter().map(|u| server_document(u)).collect();
     json(
         StatusCode::OK,
-        &json!({ "servers": list, "hosts": gw.hosts.len() }),
+        &json!({ "servers": list, "hosts": gw.hosts.len(), "reloads": gw.reloads.document() }),
     )
 }
 
 /// `GET /healthz`: the gateway answers (200 while it serves), with how many servers are
 /// connected.
 pub(crate) async fn healthz(State(gw): State<Arc<Gateway>>) -> Response {
-    let total = gw.upstreams.iter().count();
-    let connected = gw.upstreams.iter().filter(|u| u.state().connected).count();
+    let upstreams = gw.upstreams();
+    let total = upstreams.iter().count();
+    let connected = upstreams.iter().filter(|u| u.state().connected).count();
     json(
         StatusCode::OK,
-        &json!({"status": "ok", "servers": total, "servers_connected": connected}),
+        &json!({"status": "ok", "servers": total, "servers_connected": connected,
+                "reloads": gw.reloads.document()}),
     )
 }

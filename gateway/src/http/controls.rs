@@ -164,7 +164,7 @@ pub(crate) async fn server_control(
         Ok(a) => a,
         Err(r) => return r,
     };
-    let Some(upstream) = gw.upstreams.get(&server) else {
+    let Some(upstream) = gw.upstreams().get(&server).cloned() else {
         return error(
             StatusCode::NOT_FOUND,
             "no such MCP server behind this gateway",
@@ -184,5 +184,5 @@ pub(crate) async fn server_control(
     tracing::info!(server = %upstream.name, "operator control on MCP server `{}`: {action:?}", upstream.name);
     // A forced change is no transition of the tools': tell the hosts to list again.
     gw.hosts.changed();
-    api::json(StatusCode::OK, &api::server_document(upstream))
+    api::json(StatusCode::OK, &api::server_document(&upstream))
 }

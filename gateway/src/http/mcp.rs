@@ -10,7 +10,10 @@
 //! rmcp answers a body that is not JSON-RPC with `415` and a line of text, and one over the
 //! limit with `413` and text. Hosts read JSON-RPC: those two answers are rewritten as a
 //! JSON-RPC error (`-32700` parse error with HTTP 400, `-32600` "message too large" with HTTP
-//! 413) carrying rmcp's explanation. Everything else is rmcp's as it is.
+//! 413) carrying rmcp's explanation. A `DELETE` that ends a session is answered 200, as the
+//! TypeScript SDK's server does (rmcp answers 202, and the Python SDK's client warns
+//! "Session termination failed: 202" on every close: it accepts 200 and 204). Everything else
+//! is rmcp's as it is.
 
 use std::sync::Arc;
 
@@ -52,6 +55,17 @@ pub(super) fn router(gw: &Arc<Gateway>) -> Router {
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(cap, cap_sessions))
         .layer(axum::middleware::map_response(as_json_rpc))
+        .layer(axum::middleware::from_fn(session_ended))
+}
+
+/// A `DELETE` that ended a session: 200 instead of rmcp's 202 (see the module docs).
+async fn session_ended(request: Request, next: Next) -> Response {
+    let delete = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 /// What the session cap reads.

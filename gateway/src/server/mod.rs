@@ -23,8 +23,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -103,10 +103,9 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.gw.upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
-        Ok(ListToolsResult::with_all_items(
-            self.gw.upstreams.list().await,
-        ))
+        let upstreams = self.gw.upstreams();
+        upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
+        Ok(ListToolsResult::with_all_items(upstreams.list().await))
     }
 
     async fn call_tool(
@@ -133,7 +132,7 @@ impl ServerHandler for GatewayServer {
                 ))
             }
         };
-        let Some(upstream) = self.gw.upstreams.get(server) else {
+        let Some(upstream) = self.gw.upstreams().get(server).cloned() else {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool `{}`: no MCP server `{server}` behind this gateway",
@@ -143,7 +142,36 @@ impl ServerHandler for GatewayServer {
             ));
         };
         let tool = tool.to_owned();
-        let call = upstream.call(&tool, request);
+        // The host's span of this call, when it says which: recorded here, so its own export
+        // of it must not count again (`served.rs`).
+        if let Some(parent) = context
+            .meta
+            .get_traceparent()
+            .or_else(|| request.traceparent())
+        {
+            self.gw.served.served(parent);
+        }
+        // Progress the host asked for goes back to it, under its own token (`progress.rs`).
+        let host_token = context
+            .meta
+            .get_progress_token()
+            .or_else(|| request.progress_token());
+        let route = host_token.as_ref().map(|_| upstream.progress.route());
+        let tell = route
+            .as_ref()
+            .zip(host_token)
+            .map(|(r, token)| r.tell(context.peer.clone(), token));
+        let call = async {
+            let r = upstream.call(&tool, request, tell).await;
+            if route.is_some() {
+                // The upstream's last progress came before its answer, each to a task of its
+                // own: let them go out to the host first.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            r
+        };
         tokio::select! {
             r = call => r.map(|mut result| {
                 // An upstream of an older protocol answers without `resultType`; a host on

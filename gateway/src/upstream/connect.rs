@@ -1,23 +1,32 @@
-//! One connection to an upstream: a child process over stdio, or a streamable HTTP endpoint;
-//! the handshake bounded by the connect timeout.
+//! One connection to an upstream: a child process over stdio (in a process group of its own,
+//! `process.rs`), or a streamable HTTP endpoint (a watched client, `http.rs`); the handshake
+//! bounded by the connect timeout.
 
 use std::collections::HashMap;
-use std::process::Stdio;
-use std::sync::Weak;
+use std::process::ExitStatus;
+use std::sync::{Arc, Weak};
 
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::http::{Watch, Watched};
+use super::process::{self, Group, GRACE};
+use super::stderr::{self, Tail};
 use super::Upstream;
 use crate::config::{redact_url, Launch};
 
-/// The longest line of an upstream's stderr forwarded to the log (the rest of it is cut).
-const MAX_STDERR_LINE: usize = 8 * 1024;
+/// How many of the last stderr lines a failed start shows.
+const TAIL_SHOWN: usize = 3;
+
+/// How long a server whose handshake failed may take to be seen exiting.
+const EXIT_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// How long the stderr of a process that ended may take to be read to its end.
+const STDERR_DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The gateway as an MCP client: says who it is, and hears the server's tool-list changes.
 #[derive(Debug, Clone)]
@@ -33,6 +42,17 @@ impl ClientHandler for UpstreamHandler {
         )
     }
 
+    /// Progress of a call a host asked it for: back to that host, under its own token.
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            upstream.progress.forward(params).await;
+        }
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(upstream) = self.upstream.upgrade() {
             tracing::info!(server = %upstream.name, "MCP server `{}` says its tool list changed", upstream.name);
@@ -44,47 +64,165 @@ impl ClientHandler for UpstreamHandler {
     }
 }
 
-/// A connected server: the running client service, and the process id of a stdio server.
-pub(super) type Connected = (RunningService<RoleClient, UpstreamHandler>, Option<u32>);
+/// A connection made: the running client service, and what else it is made of.
+pub(super) struct Connected {
+    pub(super) running: RunningService<RoleClient, UpstreamHandler>,
+    pub(super) ends: Ends,
+}
+
+/// What a connection leaves to stop and to read once it ends.
+pub(super) enum Ends {
+    /// A stdio server's process group, its stderr's last lines, and its reader.
+    Stdio {
+        group: Group,
+        tail: Tail,
+        reader: tokio::task::JoinHandle<()>,
+    },
+    /// An HTTP server's watched client.
+    Http { watch: Watch },
+}
+
+impl Ends {
+    /// The leader's process id (stdio).
+    pub(super) fn pid(&self) -> Option<u32> {
+        match self {
+            Self::Stdio { group, .. } => group.pid(),
+            Self::Http { .. } => None,
+        }
+    }
+
+    /// Completes when a stdio server's process (the launcher, for `npx`, `uvx`, `sh -c`)
+    /// exits — even if something it started still holds its stdout open; never for HTTP.
+    pub(super) async fn exited(&mut self) {
+        match self {
+            Self::Stdio { group, .. } => group.leader_exited().await,
+            Self::Http { .. } => std::future::pending().await,
+        }
+    }
+
+    /// Stops what is left (a stdio server's whole group, gently first; its stderr read to
+    /// the end) and says how it ended: ` (exit status 1; its stderr ended with: …)`, or
+    /// nothing to add.
+    pub(super) async fn stop(self) -> String {
+        match self {
+            Self::Stdio {
+                group,
+                tail,
+                reader,
+            } => {
+                let status = group.stop(GRACE).await;
+                let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
+                ended(status, &tail)
+            }
+            Self::Http { .. } => String::new(),
+        }
+    }
+}
+
+/// ` (exited with status 1; its stderr ended with: …)`.
+fn ended(status: Option<ExitStatus>, tail: &Tail) -> String {
+    let mut parts = Vec::new();
+    if let Some(status) = status {
+        parts.push(describe(status));
+    }
+    let last = tail.last(TAIL_SHOWN);
+    if !last.is_empty() {
+        parts.push(format!("its stderr ended with: {}", last.join(" | ")));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
+}
+
+/// `exited with status 1`, `killed by signal 9`.
+fn describe(status: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(signal) = status.signal() {
+            return format!("killed by signal {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => "exited".to_owned(),
+    }
+}
 
 impl Upstream {
     /// Starts (stdio) or reaches (HTTP) the server and completes the handshake, within the
-    /// connect timeout. The reason on `Err`, fit for the log and for a host.
-    pub(super) async fn connect(self: &std::sync::Arc<Self>) -> Result<Connected, String> {
+    /// connect timeout. The reason on `Err`, fit for the log and for a host (secrets masked):
+    /// a server that exits at start says its exit status and the end of its stderr.
+    pub(super) async fn connect(self: &Arc<Self>) -> Result<Connected, String> {
         let handler = UpstreamHandler {
-            upstream: std::sync::Arc::downgrade(self),
+            upstream: Arc::downgrade(self),
         };
-        let timeout = self.config.settings.connect_timeout;
-        match &self.config.launch {
+        let config = self.config();
+        let timeout = config.settings.connect_timeout;
+        let result = match &config.launch {
             Launch::Stdio {
                 command,
                 args,
                 env,
                 cwd,
             } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env).kill_on_drop(true);
-                if let Some(dir) = cwd {
-                    cmd.current_dir(dir);
+                let spawned = process::spawn(command, args, env, cwd.as_deref())?;
+                let tail = Tail::default();
+                let reader = tokio::spawn(stderr::forward(
+                    spawned.stderr,
+                    Arc::clone(&self.name),
+                    tail.clone(),
+                ));
+                let mut group = spawned.group;
+                let handshake =
+                    tokio::time::timeout(timeout, handler.serve((spawned.stdout, spawned.stdin)))
+                        .await;
+                match handshake {
+                    Ok(Ok(running)) => Ok(Connected {
+                        running,
+                        ends: Ends::Stdio {
+                            group,
+                            tail,
+                            reader,
+                        },
+                    }),
+                    failed => {
+                        // `None`: no answer within the connect timeout.
+                        let error = match failed {
+                            Ok(Err(e)) => Some(super::chain(&e)),
+                            _ => None,
+                        };
+                        // A server that ended at start: its end is what to say (EOF on its
+                        // stdout may come a moment before it can be reaped).
+                        let exited = match error {
+                            Some(_) => group.exited_within(EXIT_SETTLE).await.is_some(),
+                            None => group.exited().is_some(),
+                        };
+                        // The transport (and with it the server's stdin) is dropped: stop
+                        // the whole group, and say how it ended.
+                        let how = Ends::Stdio {
+                            group,
+                            tail,
+                            reader,
+                        }
+                        .stop()
+                        .await;
+                        Err(match (exited, error) {
+                            (true, _) => format!(
+                                "`{command}` exited before completing the MCP handshake{how}"
+                            ),
+                            (false, None) => format!(
+                                "`{command}` did not complete the MCP handshake within {:.1} s{how}",
+                                timeout.as_secs_f64()
+                            ),
+                            (false, Some(e)) => {
+                                format!("`{command}` failed the MCP handshake: {e}{how}")
+                            }
+                        })
+                    }
                 }
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| format!("`{command}` could not be started: {e}"))?;
-                let pid = transport.id();
-                if let Some(stderr) = stderr {
-                    tokio::spawn(forward_stderr(stderr, self.name.clone()));
-                }
-                let running = tokio::time::timeout(timeout, handler.serve(transport))
-                    .await
-                    .map_err(|_| {
-                        format!(
-                            "`{command}` did not complete the MCP handshake within {:.1} s",
-                            timeout.as_secs_f64()
-                        )
-                    })?
-                    .map_err(|e| format!("`{command}` failed the MCP handshake: {e}"))?;
-                Ok((running, pid))
             }
             Launch::Http { url, headers } => {
                 let mut custom = HashMap::new();
@@ -102,57 +240,28 @@ impl Upstream {
                 let client = reqwest::Client::builder()
                     .build()
                     .map_err(|e| format!("no HTTP client: {e}"))?;
-                let transport = StreamableHttpClientTransport::with_client(client, config);
+                let watch = Watch::default();
+                let transport = StreamableHttpClientTransport::with_client(
+                    Watched::new(client, watch.clone()),
+                    config,
+                );
                 let shown = redact_url(url);
-                let running = tokio::time::timeout(timeout, handler.serve(transport))
-                    .await
-                    .map_err(|_| {
-                        format!(
-                            "{shown} did not complete the MCP handshake within {:.1} s",
-                            timeout.as_secs_f64()
-                        )
-                    })?
-                    .map_err(|e| format!("{shown} failed the MCP handshake: {e}"))?;
-                Ok((running, None))
+                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                    Ok(Ok(running)) => Ok(Connected {
+                        running,
+                        ends: Ends::Http { watch },
+                    }),
+                    Err(_) => Err(format!(
+                        "{shown} did not complete the MCP handshake within {:.1} s",
+                        timeout.as_secs_f64()
+                    )),
+                    Ok(Err(e)) => Err(format!(
+                        "{shown} failed the MCP handshake: {}",
+                        watch.why().unwrap_or_else(|| super::chain(&e))
+                    )),
+                }
             }
-        }
-    }
-}
-
-/// Forwards a server's stderr to the log, line by line (each cut to [`MAX_STDERR_LINE`]
-/// bytes, control characters replaced), until it closes.
-async fn forward_stderr(mut stderr: impl AsyncRead + Unpin, server: std::sync::Arc<str>) {
-    let mut buf = [0u8; 4096];
-    let mut line: Vec<u8> = Vec::new();
-    let mut cut = false;
-    loop {
-        let n = match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
         };
-        for &b in &buf[..n] {
-            if b == b'\n' {
-                emit(&server, &line, cut);
-                line.clear();
-                cut = false;
-            } else if line.len() < MAX_STDERR_LINE {
-                line.push(b);
-            } else {
-                cut = true;
-            }
-        }
+        result.map_err(|e| self.masked(&crate::names::printable(&e, 1_000)))
     }
-    if !line.is_empty() {
-        emit(&server, &line, cut);
-    }
-}
-
-fn emit(server: &str, line: &[u8], cut: bool) {
-    let text = String::from_utf8_lossy(line);
-    let text = text.trim_end_matches('\r');
-    let text: String = text
-        .chars()
-        .map(|c| if c.is_control() && c != '\t' { '?' } else { c })
-        .collect();
-    tracing::info!(target: "tool_health_gateway::upstream", server, "{text}{}", if cut { "…" } else { "" });
 }

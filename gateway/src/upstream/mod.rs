@@ -8,56 +8,128 @@
 //! hosts. What this module adds is the naming (`{server}__{tool}` for hosts, `names.rs`), the
 //! per-tool timeouts and policies of the config, and the answers a host reads when a server is
 //! not connected or a call timed out.
+//!
+//! | file | concern |
+//! |---|---|
+//! | `mod.rs` | one upstream: its client, its calls |
+//! | `listing.rs` | its tool list, and what the API knows of it |
+//! | `supervise.rs` | keeping it connected: start, watch, stop, start again |
+//! | `set.rs` | the set of upstreams and their supervisors, changed by a reload |
+//! | `reload.rs` | one upstream's part of a reload: new settings live, a new launch restarted, removal; the drain of calls under way |
+//! | `connect.rs` | one connection: a child process or an HTTP endpoint, and the handshake |
+//! | `process.rs` | a stdio upstream's process group, stopped gently and whole |
+//! | `stderr.rs` | its stderr: to the log at DEBUG, the last lines kept for `last_error` |
+//! | `http.rs` | an HTTP upstream's client, watched for a lost or expired session |
+//!
+//! **Only a live connection is called.** While an upstream is not connected (starting,
+//! restarting, unreachable) its tools are not listed and a call is answered "not connected …
+//! was not called" without reaching anything — no breaker counts it: a call the gateway never
+//! sent is no evidence against the server. A call made while a (re)connection is under way or
+//! due within [`RECONNECT_WAIT`] waits for it, so a quick restart costs a host nothing but the
+//! wait.
 
 mod connect;
+mod http;
+mod listing;
+mod process;
+mod reload;
+mod set;
+mod stderr;
 mod supervise;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
+use std::sync::atomic::AtomicBool;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::ServiceError;
 use rmcp::ErrorData as McpError;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tool_health::mcp::{ToolHealthClient, ToolsSubscription};
 use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 
-use crate::config::{Launch, ServerConfig};
+use crate::config::{Launch, Secrets, ServerConfig};
 use crate::names;
 use crate::notify::Hosts;
+use crate::progress::ProgressRoutes;
 
-pub(crate) use supervise::supervise;
+use listing::Listed;
+pub(crate) use listing::LIST_WAIT;
+use reload::InFlight;
+pub(crate) use set::{Supervised, Upstreams, View};
 
-/// The most tool names remembered per server (a server listing more is cut off there).
-const MAX_TOOLS_PER_SERVER: usize = 10_000;
+/// A call to an upstream that is not connected waits for a (re)connection under way, or due
+/// within this long; otherwise it is answered at once.
+pub(crate) const RECONNECT_WAIT: Duration = Duration::from_secs(2);
 
 /// One upstream server.
 pub(crate) struct Upstream {
     /// Its name in the config: its tools' prefix and its breaker's name.
     pub(crate) name: Arc<str>,
-    pub(crate) config: ServerConfig,
+    /// Its entry of the config, swapped by a reload (`reload.rs`).
+    config: ArcSwap<ServerConfig>,
     registry: Arc<ToolHealthRegistry>,
-    /// The registry's default breaker config (to know whether this server's differs).
-    default_breaker: tool_health::CircuitBreakerConfig,
     conn: ArcSwapOption<Conn>,
+    /// The client, kept across connections (a new one is this one over the new peer: the
+    /// breakers stay as they are).
+    client: Mutex<Option<ToolHealthClient>>,
     state: Mutex<State>,
-    /// Set once the first connection attempt ended, either way.
-    ready: watch::Sender<bool>,
-    /// The tools this server listed (their policies are set).
+    /// Where the supervisor is (calls wait on it).
+    link: watch::Sender<Link>,
+    /// A call waits for a connection (an HTTP server is tried again at once).
+    wanted: tokio::sync::Notify,
+    /// The tools its last complete listing named (their policies are set).
     known: Mutex<HashSet<String>>,
     /// Tool names already warned about (not shown: a character MCP does not allow).
     warned: Mutex<HashSet<String>>,
     hosts: Arc<Hosts>,
     subscription: Mutex<Option<ToolsSubscription>>,
+    /// What must never be shown (masked in `last_error`).
+    secrets: Arc<Secrets>,
+    /// The last listing hosts were given, and whether one is under way.
+    listed: watch::Sender<Listed>,
+    listing: AtomicBool,
+    /// A listing succeeded at least once.
+    listed_ok: AtomicBool,
+    /// The calls in flight whose host asked for progress.
+    pub(crate) progress: Arc<ProgressRoutes>,
+    /// Calls and listings under way on a connection (a restart or a removal drains them).
+    busy: InFlight,
+    /// A reload gave it a new launch: the supervisor restarts it.
+    relaunch: tokio::sync::Notify,
+    /// A reload removed it: the supervisor stops it for good.
+    removed: CancellationToken,
+}
+
+/// The supervisor's phase, for calls that wait for a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// An attempt is under way (the first one included).
+    Connecting,
+    /// Connected: calls go through.
+    Up,
+    /// Not connected; the next attempt is due at this instant.
+    Waiting(tokio::time::Instant),
+    /// The gateway stops.
+    Stopped,
+}
+
+/// [`Phase`], and how many attempts ended so far (a call waits for the one under way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Link {
+    pub(crate) phase: Phase,
+    pub(crate) attempts: u64,
 }
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("name", &self.name)
-            .field("launch", &self.config.launch)
+            .field("launch", &self.config().launch)
             .field("state", &self.state())
             .finish_non_exhaustive()
     }
@@ -68,6 +140,17 @@ struct Conn {
     client: ToolHealthClient,
     /// Tools with a timeout of their own.
     per_tool: HashMap<String, ToolHealthClient>,
+    /// Cancelled when a call met the connection's end: the supervisor reconnects.
+    broken: CancellationToken,
+    /// Cancelled when a reload's drain is over: what is still under way is answered, uncounted.
+    cut: CancellationToken,
+}
+
+impl Conn {
+    /// Whether calls may go through it.
+    fn alive(&self) -> bool {
+        !self.broken.is_cancelled() && !self.client.peer().is_transport_closed()
+    }
 }
 
 /// What the supervisor knows about the connection.
@@ -89,6 +172,7 @@ impl Upstream {
         config: ServerConfig,
         registry: &Arc<ToolHealthRegistry>,
         hosts: &Arc<Hosts>,
+        secrets: &Arc<Secrets>,
     ) -> Arc<Self> {
         let name: Arc<str> = config.name.as_str().into();
         let servers = tool_health::mcp::server_registry(registry);
@@ -106,17 +190,35 @@ impl Upstream {
         }
         Arc::new(Self {
             name,
-            default_breaker: registry.config(),
             registry: Arc::clone(registry),
             conn: ArcSwapOption::empty(),
+            client: Mutex::new(None),
             state: Mutex::new(State::default()),
-            ready: watch::channel(false).0,
+            link: watch::channel(Link {
+                phase: Phase::Connecting,
+                attempts: 0,
+            })
+            .0,
+            wanted: tokio::sync::Notify::new(),
             known: Mutex::new(HashSet::new()),
             warned: Mutex::new(HashSet::new()),
             hosts: Arc::clone(hosts),
             subscription: Mutex::new(None),
-            config,
+            secrets: Arc::clone(secrets),
+            listed: watch::channel(Listed::default()).0,
+            listing: AtomicBool::new(false),
+            listed_ok: AtomicBool::new(false),
+            progress: Arc::default(),
+            busy: InFlight::default(),
+            relaunch: tokio::sync::Notify::new(),
+            removed: CancellationToken::new(),
+            config: ArcSwap::from_pointee(config),
         })
+    }
+
+    /// Its entry of the config now.
+    pub(crate) fn config(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
     }
 
     /// The supervisor's view of the connection now.
@@ -133,13 +235,59 @@ impl Upstream {
 
     /// Waits (at most `timeout`) until the first connection attempt ended.
     pub(crate) async fn wait_ready(&self, timeout: Duration) {
-        let mut rx = self.ready.subscribe();
-        let _ = tokio::time::timeout(timeout, rx.wait_for(|r| *r)).await;
+        let mut rx = self.link.subscribe();
+        let _ = tokio::time::timeout(
+            timeout,
+            rx.wait_for(|l| l.attempts > 0 || l.phase != Phase::Connecting),
+        )
+        .await;
+    }
+
+    /// The live connection, waiting for one under way or due within [`RECONNECT_WAIT`]
+    /// (bounded by that and the connect timeout). `None`: not connected.
+    async fn live(&self) -> Option<Arc<Conn>> {
+        if let Some(conn) = self.conn.load_full().filter(|c| c.alive()) {
+            return Some(conn);
+        }
+        if self.removed.is_cancelled() {
+            return None;
+        }
+        let mut rx = self.link.subscribe();
+        let started = rx.borrow().attempts;
+        self.wanted.notify_one();
+        let deadline =
+            tokio::time::Instant::now() + RECONNECT_WAIT + self.config().settings.connect_timeout;
+        loop {
+            let link = *rx.borrow_and_update();
+            match link.phase {
+                Phase::Up => {
+                    if let Some(conn) = self.conn.load_full().filter(|c| c.alive()) {
+                        return Some(conn);
+                    }
+                }
+                Phase::Stopped => return None,
+                // An attempt ended since the call came, and it connected nothing.
+                _ if link.attempts > started => return None,
+                Phase::Waiting(at) if at > tokio::time::Instant::now() + RECONNECT_WAIT => {
+                    return None
+                }
+                Phase::Waiting(_) | Phase::Connecting => {}
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return None,
+            }
+        }
+    }
+
+    /// Masks the config's secrets in `text`.
+    fn masked(&self, text: &str) -> String {
+        self.secrets.scrub(text).into_owned()
     }
 
     /// `stdio` or `http`.
     pub(crate) fn transport_name(&self) -> &'static str {
-        match self.config.launch {
+        match self.config().launch {
             Launch::Stdio { .. } => "stdio",
             Launch::Http { .. } => "http",
         }
@@ -157,95 +305,24 @@ impl Upstream {
             .and_then(|s| s.retry_after)
     }
 
-    /// Whether this server listed `tool`.
-    pub(crate) fn knows(&self, tool: &str) -> bool {
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(tool)
-    }
-
-    /// How many tools this server listed so far.
-    pub(crate) fn known_count(&self) -> usize {
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Remembers the tools a listing named, giving each the server's policy when it has one of
-    /// its own (a tool of the config keeps its own).
-    fn learn<'a>(&self, tools: impl IntoIterator<Item = &'a str>) {
-        let own = self.config.settings.breaker != self.default_breaker;
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        for tool in tools {
-            if known.len() >= MAX_TOOLS_PER_SERVER || known.contains(tool) {
-                continue;
-            }
-            known.insert(tool.to_owned());
-            if own && !self.config.tools.contains_key(tool) {
-                self.registry.set_tool_policy(
-                    &key(&self.name, tool),
-                    ToolPolicy::from(self.config.settings.breaker.clone()),
-                    Apply::Now,
-                );
-            }
+    /// The server as the status page shows it: a group of the tools keyed `{server}/…`, with
+    /// its breaker, its connection, restarts and last error.
+    pub(crate) fn group(&self) -> tool_health::status::Group {
+        let state = self.state();
+        let mut g = tool_health::status::Group::new(
+            &*self.name,
+            format!("{}{}", self.name, tool_health::mcp::KEY_SEPARATOR),
+        )
+        .connected(state.connected)
+        .restarts(state.starts.saturating_sub(1))
+        .tools(self.known_count() as u64);
+        if let Some(s) = tool_health::mcp::server_registry(&self.registry).snapshot(&self.name) {
+            g = g.breaker(&s);
         }
-    }
-
-    /// The tools to offer hosts now: the server's list without what refuses now (the client
-    /// leaves it out), under the names hosts see. Nothing when not connected or the listing
-    /// failed (logged).
-    pub(crate) async fn list(&self) -> Vec<Tool> {
-        let Some(conn) = self.conn.load_full() else {
-            return Vec::new();
-        };
-        // The client's timeout bounds each page; this bounds a server that pages for ever.
-        let deadline = self.config.settings.timeout.saturating_mul(2);
-        let listed = match tokio::time::timeout(deadline, conn.client.list_all_tools()).await {
-            Ok(Ok(listed)) => listed,
-            Ok(Err(e)) => {
-                tracing::warn!(server = %self.name, "MCP server `{}` could not list its tools: {e}", self.name);
-                return Vec::new();
-            }
-            Err(_) => {
-                tracing::warn!(server = %self.name, "MCP server `{}` did not list its tools within {:.1} s", self.name, deadline.as_secs_f64());
-                return Vec::new();
-            }
-        };
-        self.learn(
-            listed
-                .result
-                .tools
-                .iter()
-                .map(|t| t.name.as_ref())
-                .chain(listed.hidden.iter().map(|h| h.name.as_str())),
-        );
-        let mut tools = Vec::with_capacity(listed.result.tools.len());
-        for mut tool in listed.result.tools {
-            match names::shown(&self.name, &tool.name) {
-                Ok(shown) => {
-                    tool.name = shown.into();
-                    tools.push(tool);
-                }
-                // `shown` never answers `NoServer`: the server's part is given.
-                Err(names::NameError::Invalid(why)) => self.warn_once(&tool.name, &why),
-                Err(names::NameError::NoServer) => {}
-            }
+        if let Some(e) = state.last_error {
+            g = g.last_error(e);
         }
-        tools
-    }
-
-    fn warn_once(&self, tool: &str, why: &str) {
-        let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
-        if warned.len() < MAX_TOOLS_PER_SERVER && warned.insert(tool.to_owned()) {
-            tracing::warn!(
-                server = %self.name,
-                "tool {:?} of MCP server `{}` is not offered to hosts: {why}",
-                names::printable(tool, 200),
-                self.name
-            );
-        }
+        g
     }
 
     /// Calls `tool` (its own name on this server) through the breakers. Errors are JSON-RPC
@@ -254,38 +331,69 @@ impl Upstream {
         &self,
         tool: &str,
         mut params: CallToolRequestParams,
+        progress: Option<impl FnOnce(&rmcp::model::ProgressToken) + Send + 'static>,
     ) -> Result<CallToolResult, McpError> {
         let shown = format!("{}{}{tool}", self.name, names::SEPARATOR);
-        if self.conn.load().is_none() {
-            // A host that remembers its tools may call before the server is up: wait for the
-            // first attempt (bounded by the connect timeout).
-            self.wait_ready(self.config.settings.connect_timeout).await;
-        }
-        let Some(conn) = self.conn.load_full() else {
-            let why = self
-                .state()
-                .last_error
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
+        params.name = tool.to_owned().into();
+        let Some(conn) = self.live().await else {
+            if self.removed.is_cancelled() {
+                return Ok(soft(format!(
+                    "MCP server `{}` was removed from the gateway's config; tool `{shown}` was \
+                     not called",
+                    self.name
+                )));
+            }
+            // Not connected, and its breaker refuses (a server that keeps dying): the
+            // client's refusal, with when to retry; its gate sends nothing.
+            let client = self
+                .client
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let (Some(client), Some(_)) = (client, self.refused_for()) {
+                if let Ok(refused) = client.call_tool(params).await {
+                    return Ok(refused);
+                }
+            }
+            // Why it is not connected is the operator's to read (`/v1/servers`, the log): the
+            // error of a handshake names transport types and URLs no model needs.
             return Ok(soft(format!(
-                "MCP server `{}` is not connected yet (the gateway is starting it{why}); tool \
-                 `{shown}` was not called",
+                "tool `{shown}` was not called: its MCP server `{}` is not connected (the \
+                 gateway is connecting to it); retry in a few seconds",
                 self.name
             )));
         };
-        params.name = tool.to_owned().into();
         let client = conn.per_tool.get(tool).unwrap_or(&conn.client);
-        match client.call_tool(params).await {
+        // Counted until it ends: a reload's restart or removal waits for it (`reload.rs`).
+        let _busy = self.busy.enter();
+        let call = async {
+            match progress {
+                Some(tell) => client.call_tool_with_progress(params, tell).await,
+                None => client.call_tool(params).await,
+            }
+        };
+        let answer = tokio::select! {
+            // First: once cut, the call's future is dropped before the connection closes, so
+            // nothing counts it (the client's "cancelled": no verdict).
+            biased;
+            () = conn.cut.cancelled() => return Ok(soft(self.cut_short(&shown))),
+            r = call => r,
+        };
+        match answer {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(e),
             Err(ServiceError::Timeout { timeout }) => Ok(soft(format!(
-                "tool `{shown}` did not answer within {:.1} s; the gateway gave up on this call",
+                "tool `{shown}` did not answer within {:.1} s: the gateway gave up on this call \
+                 (it may still have run); retry later",
                 timeout.as_secs_f64()
             ))),
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                // The connection is gone: no call goes through it any more, and the
+                // supervisor reconnects.
+                conn.broken.cancel();
                 Ok(soft(format!(
-                    "MCP server `{}` is not connected (its connection closed; the gateway is \
-                     reconnecting); tool `{shown}` was not called",
+                    "tool `{shown}` was not called: its MCP server `{}` is not connected (its \
+                     connection closed; the gateway is reconnecting); retry in a few seconds",
                     self.name
                 )))
             }
@@ -304,6 +412,57 @@ impl Upstream {
     }
 }
 
+/// An rmcp error in a few words for the log and `last_error`: rmcp's own text of a transport
+/// error names the transport's whole type (`rmcp::transport::worker::WorkerTransport<…>`).
+pub(crate) fn said(e: &ServiceError) -> String {
+    match e {
+        ServiceError::TransportSend(e) => {
+            format!("the request could not be sent: {}", chain(&*e.error))
+        }
+        ServiceError::TransportClosed => "the connection closed".to_owned(),
+        other => names::printable(&other.to_string(), 300),
+    }
+}
+
+/// An error and its deepest cause (`error sending request for url (…): Connection refused (os
+/// error 111)`), at most 300 characters.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let top = e.to_string();
+    let mut deepest = e.source();
+    while let Some(next) = deepest.and_then(std::error::Error::source) {
+        deepest = Some(next);
+    }
+    let text = match deepest.map(ToString::to_string) {
+        Some(root) if !top.contains(&root) => format!("{top}: {root}"),
+        _ => top,
+    };
+    names::printable(&text, 300)
+}
+
+/// `client` with the settings of `config`: timeout, ping timeout, argument check, transport.
+fn tuned(client: ToolHealthClient, config: &ServerConfig) -> ToolHealthClient {
+    let s = &config.settings;
+    let transport = match &config.launch {
+        Launch::Stdio { .. } => tool_health::mcp::Transport::stdio(),
+        Launch::Http { url, .. } => tool_health::mcp::Transport::http(url),
+    };
+    client
+        .timeout(s.timeout)
+        .ping_timeout(s.ping_timeout)
+        .schema_check(s.schema_check)
+        .transport(transport)
+}
+
+/// The clients of the tools with a timeout of their own (the same breakers as `client`).
+fn per_tool(client: &ToolHealthClient, config: &ServerConfig) -> HashMap<String, ToolHealthClient> {
+    config
+        .tools
+        .iter()
+        .filter(|(_, t)| t.timeout != config.settings.timeout)
+        .map(|(tool, t)| (tool.clone(), client.clone().timeout(t.timeout)))
+        .collect()
+}
+
 /// A soft failure the model reads.
 fn soft(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
@@ -312,41 +471,4 @@ fn soft(text: String) -> CallToolResult {
 /// The registry key of `tool` of `server`.
 pub(crate) fn key(server: &str, tool: &str) -> String {
     format!("{server}{}{tool}", tool_health::mcp::KEY_SEPARATOR)
-}
-
-/// Every upstream, by name.
-#[derive(Debug, Default)]
-pub(crate) struct Upstreams {
-    by_name: BTreeMap<String, Arc<Upstream>>,
-}
-
-impl Upstreams {
-    pub(crate) fn new(list: impl IntoIterator<Item = Arc<Upstream>>) -> Self {
-        Self {
-            by_name: list.into_iter().map(|u| (u.name.to_string(), u)).collect(),
-        }
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.by_name.get(name)
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.by_name.values()
-    }
-
-    /// Waits (at most `timeout` in all) until every first connection attempt ended.
-    pub(crate) async fn wait_ready(&self, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
-        for u in self.by_name.values() {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            u.wait_ready(left).await;
-        }
-    }
-
-    /// Every server's tools as hosts see them, listed concurrently, in server order.
-    pub(crate) async fn list(&self) -> Vec<Tool> {
-        let lists = futures_util::future::join_all(self.by_name.values().map(|u| u.list())).await;
-        lists.into_iter().flatten().collect()
-    }
 }

@@ -144,7 +144,7 @@ pub async fn claim_probe_report_and_the_oracle() {
     // breaker is declared then), never called yet; an unknown name is 404 but not refused.
     eventually("the upstream listed", WAIT, || async {
         let (_, v) = gw.get("/v1/servers").await;
-        (v["servers"][0]["tools_listed"] == 8).then_some(())
+        (v["servers"][0]["tools_listed"] == 9).then_some(())
     })
     .await;
     let (status, v) = gw.get("/v1/tools/rs__ok").await;
@@ -166,8 +166,8 @@ pub async fn claim_probe_report_and_the_oracle() {
     let (_, all) = gw.get("/v1/tools").await;
     assert_eq!(all["version"], 1, "the status page's shape: {all}");
     assert_eq!(
-        all["counts"]["tracked"], 9,
-        "billing_api and rs's 8 tools: {all}"
+        all["counts"]["tracked"], 10,
+        "billing_api and rs's 9 tools: {all}"
     );
 }
 
@@ -315,7 +315,7 @@ pub async fn servers_healthz_page_and_metrics() {
         (Some("rs"), Some("stdio"), Some(true)),
         "{v}"
     );
-    assert_eq!(rs["tools_listed"], 8, "{v}");
+    assert_eq!(rs["tools_listed"], 9, "{v}");
     assert!(rs["pid"].as_u64().is_some(), "{v}");
     assert_eq!(v["hosts"], 1, "one host connected: {v}");
     let (status, headers, page) = http_raw(gw.port, "GET", "/", &[], b"").await;

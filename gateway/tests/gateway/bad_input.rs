@@ -15,8 +15,9 @@ use crate::support::{
 };
 
 /// The rmcp fixture's tools, as the registry keys them.
-const LISTED: [&str; 8] = [
+const LISTED: [&str; 9] = [
     "rs/die",
+    "rs/drop_echo",
     "rs/echo",
     "rs/flaky",
     "rs/hang",

@@ -16,10 +16,18 @@ mod bad_input;
 mod breakers;
 mod browser;
 mod config;
+mod feeds;
 mod fleet;
 mod flood;
+mod lifecycle;
+mod model;
+mod operators;
+mod progress;
 mod receiver;
+mod reload;
 mod security;
+mod servers;
+mod supervise;
 
 use support::trial;
 
@@ -29,7 +37,7 @@ fn main() {
             trial("breakers::a_failing_tool_trips_leaves_the_list_and_comes_back_through_one_probe", breakers::a_failing_tool_trips_leaves_the_list_and_comes_back),
             trial("breakers::a_hanging_tool_times_out_and_trips_itself_only", breakers::a_hanging_tool_times_out_and_trips_itself_only),
             trial("breakers::bad_arguments_and_unknown_tools_never_count", breakers::bad_arguments_and_unknown_tools_never_count),
-            trial("breakers::a_killed_upstream_is_refused_as_a_whole_restarted_and_recovers_through_one_ping", breakers::a_killed_upstream_restarts_and_recovers_through_one_ping),
+            trial("breakers::a_killed_upstream_leaves_the_list_and_comes_back_with_nothing_counted", breakers::a_killed_upstream_leaves_the_list_and_comes_back_with_nothing_counted),
             trial("bad_input::over_stdio_every_bad_line_is_answered_and_nothing_is_lost", bad_input::over_stdio),
             trial("bad_input::over_http_every_bad_request_is_answered_and_nothing_is_lost", bad_input::over_http),
             trial("api::claim_probe_report_and_the_oracle", api::claim_probe_report_and_the_oracle),
@@ -45,6 +53,34 @@ fn main() {
             trial("security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver", security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver),
             trial("security::http_mcp_sessions_are_capped", security::http_mcp_sessions_are_capped),
             trial("flood::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives", flood::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives),
+            trial("supervise::a_killed_stdio_upstream_works_again_within_a_second_of_its_handshake", supervise::a_killed_stdio_upstream_works_again_within_a_second_of_its_handshake),
+            trial("supervise::an_http_upstream_down_for_5_s_works_again_within_a_second_of_answering", supervise::an_http_upstream_down_for_5_s_works_again_within_a_second_of_answering),
+            trial("supervise::an_http_upstream_that_forgot_the_session_is_initialized_again", supervise::an_http_upstream_that_forgot_the_session_is_initialized_again),
+            trial("supervise::a_server_that_keeps_dying_is_refused_and_not_restarted_before_its_cooldown", supervise::a_server_that_keeps_dying_is_refused_and_not_restarted_before_its_cooldown),
+            trial("supervise::a_hanging_tools_list_costs_its_own_tools_only", supervise::a_hanging_tools_list_costs_its_own_tools_only),
+            trial("supervise::a_forced_open_tool_or_server_comes_back_when_its_time_is_over", supervise::a_forced_open_tool_or_server_comes_back_when_its_time_is_over),
+            trial("supervise::a_tool_its_server_dropped_is_no_longer_known", supervise::a_tool_its_server_dropped_is_no_longer_known),
+            trial("lifecycle::nothing_of_a_stdio_upstream_outlives_it", lifecycle::nothing_of_a_stdio_upstream_outlives_it),
+            trial("lifecycle::sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not", lifecycle::sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not),
+            trial("lifecycle::listen_with_stdin_at_its_end_keeps_serving", lifecycle::listen_with_stdin_at_its_end_keeps_serving),
+            #[cfg(target_os = "linux")]
+            trial("lifecycle::a_stalled_host_delays_no_other_host", lifecycle::a_stalled_host_delays_no_other_host),
+            trial("operators::secrets_never_show_and_a_server_that_exits_says_why", operators::secrets_never_show_and_a_server_that_exits_says_why),
+            trial("operators::check_finds_what_this_machine_lacks", operators::check_finds_what_this_machine_lacks),
+            trial("operators::a_port_in_use_is_said_once", operators::a_port_in_use_is_said_once),
+            trial("operators::an_empty_gateway_serves_and_delete_ends_a_session_with_200", operators::an_empty_gateway_serves_and_delete_ends_a_session_with_200),
+            trial("reload::sighup_adds_a_server_and_no_session_is_dropped", reload::sighup_adds_a_server_and_no_session_is_dropped),
+            #[cfg(unix)]
+            trial("reload::a_file_change_removes_a_server_and_its_processes_are_gone", reload::a_file_change_removes_a_server_and_its_processes_are_gone),
+            trial("reload::a_broken_config_is_refused_and_the_running_one_keeps_serving", reload::a_broken_config_is_refused_and_the_running_one_keeps_serving),
+            trial("reload::an_unchanged_server_keeps_its_pid_and_its_open_breaker", reload::an_unchanged_server_keeps_its_pid_and_its_open_breaker),
+            trial("reload::a_call_under_way_to_a_removed_server_is_answered_and_counts_nowhere", reload::a_call_under_way_to_a_removed_server_is_answered_and_counts_nowhere),
+            trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
+            trial("servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown", servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown),
+            trial("progress::progress_reaches_the_host_that_made_the_call", progress::progress_reaches_the_host_that_made_the_call),
+            trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
+            trial("feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once", feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once),
+            trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),
         ]
     });
 }

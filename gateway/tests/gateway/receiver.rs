@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::support::{eventually, skip, upstream, workspace, Gateway, WAIT};
 
 /// The Python of `scripts/agents.sh` with Pydantic AI, or why there is none.
-fn pydantic_python() -> std::path::PathBuf {
+pub fn pydantic_python() -> std::path::PathBuf {
     let python = workspace().join("target/agents/venv/bin/python");
     let ok = python.exists()
         && std::process::Command::new(&python)

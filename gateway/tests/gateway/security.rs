@@ -176,6 +176,22 @@ pub async fn every_route_checks_host_and_origin() {
     ];
     let (status, text) = with_host(gw.port, "POST", "/mcp", &named, &mcp, INITIALIZE).await;
     assert_eq!(status, 200, "/mcp by the allowed name: {text}");
+    // Every Host (a cluster's probes and scrapers use the pod's address); pages still not.
+    let any = Gateway::http(&config(), &["--allow-host", "*"]).await;
+    let pod = format!("10.1.2.3:{}", any.port);
+    assert_eq!(
+        with_host(any.port, "GET", "/healthz", &pod, &[], "")
+            .await
+            .0,
+        200
+    );
+    let evil = [("origin", "http://evil.example")];
+    assert_eq!(
+        with_host(any.port, "GET", "/v1/servers", &pod, &evil, "")
+            .await
+            .0,
+        403
+    );
     let dash = [("origin", "https://dashboards.example")];
     assert_eq!(
         with_host(gw.port, "GET", "/v1/tools", &own, &dash, "")

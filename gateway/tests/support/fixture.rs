@@ -6,7 +6,9 @@
 //! broken; `mend` mends it); `needs_int` takes an integer `n`; `hang` never answers; `die`
 //! ends the process mid-call (exit 3); `seen` answers what the server received as JSON (every
 //! request by method, and `tools/call` by tool name, `seen` itself left out); `echo` answers
-//! its `text` (for the bench).
+//! its `text` (for the bench); `drop_echo` takes `echo` out of its list and says so
+//! (`notifications/tools/list_changed`). With `GATEWAY_TEST_LIST=hang` in its environment its
+//! `tools/list` never answers.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +30,8 @@ pub const ROLE: &str = "GATEWAY_TEST_ROLE";
 #[derive(Clone, Default)]
 pub struct Fixture {
     broken: Arc<AtomicBool>,
+    /// `drop_echo` was called: `echo` is no longer listed.
+    dropped: Arc<AtomicBool>,
     methods: Arc<Mutex<BTreeMap<String, u64>>>,
     tools: Arc<Mutex<BTreeMap<String, u64>>>,
 }
@@ -53,8 +57,13 @@ impl Fixture {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("tool-health-rmcp-fixture", "1.0.0"))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("tool-health-rmcp-fixture", "1.0.0"))
     }
 
     async fn initialize(
@@ -78,8 +87,11 @@ impl ServerHandler for Fixture {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.count("tools/list");
+        if std::env::var("GATEWAY_TEST_LIST").as_deref() == Ok("hang") {
+            std::future::pending::<()>().await;
+        }
         let empty = || schema(json!({"type": "object", "properties": {}}));
-        Ok(ListToolsResult::with_all_items(vec![
+        let mut tools = vec![
             Tool::new("ok", "Succeeds.", empty()),
             Tool::new("flaky", "Fails while the server is broken.", empty()),
             Tool::new("mend", "Mends `flaky`.", empty()),
@@ -98,13 +110,18 @@ impl ServerHandler for Fixture {
                 "Answers its text.",
                 schema(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
             ),
-        ]))
+            Tool::new("drop_echo", "Takes `echo` out of the list.", empty()),
+        ];
+        if self.dropped.load(Ordering::SeqCst) {
+            tools.retain(|t| t.name != "echo");
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         if name != "seen" {
@@ -144,6 +161,11 @@ impl ServerHandler for Fixture {
                 })
                 .to_string(),
             ),
+            "drop_echo" => {
+                self.dropped.store(true, Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+                text("echo dropped")
+            }
             "echo" => text(
                 args.get("text")
                     .and_then(Value::as_str)

@@ -8,6 +8,11 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+mod processes;
+
+// Each test binary uses a part of the support (`sdk_clients` none of these).
+#[allow(unused_imports)]
+pub use processes::*;
 
 use std::any::Any;
 use std::future::Future;
@@ -107,7 +112,9 @@ pub fn workspace() -> PathBuf {
         .unwrap_or_default()
 }
 
-fn target_dir() -> PathBuf {
+/// The workspace's target directory (`CARGO_TARGET_DIR`, else `target/`): where the scripts
+/// install what the tests run.
+pub fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
         Some(d) => workspace().join(d),
@@ -299,6 +306,25 @@ pub async fn listening_port(log: &Log) -> u16 {
 // The gateway process
 // ---------------------------------------------------------------------------------------
 
+/// The control token of the tests that use one.
+pub const TOKEN: &str = "s3cret-token-0123456789abcdef";
+
+/// `--control-token-file FILE` with [`TOKEN`] in a scratch file.
+pub fn token_args() -> [String; 2] {
+    let file = scratch().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    [
+        "--control-token-file".to_owned(),
+        file.display().to_string(),
+    ]
+}
+
+/// An operator control (`POST path`) with [`TOKEN`]: the status and the answer.
+pub async fn control(port: u16, path: &str) -> (u16, Value) {
+    let auth = format!("Bearer {TOKEN}");
+    http(port, "POST", path, &[("authorization", auth.as_str())], "").await
+}
+
 /// Writes `config` to a scratch file and gives its path.
 pub fn write_config(config: &Value) -> PathBuf {
     let path = scratch().join("gateway.json");
@@ -311,6 +337,8 @@ pub struct Gateway {
     pub child: tokio::process::Child,
     pub port: u16,
     pub log: Arc<Log>,
+    /// The config file it runs (a reload reads it again).
+    pub config: PathBuf,
 }
 
 impl Gateway {
@@ -320,11 +348,27 @@ impl Gateway {
     }
 
     pub async fn http_with_env(config: &Value, extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let path = write_config(config);
+        Self::http_on(config, "127.0.0.1:0", extra, env).await
+    }
+
+    /// Starts the gateway listening on `listen` (an address chosen before it starts, for an
+    /// environment that points at it).
+    pub async fn http_on(
+        config: &Value,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::start(write_config(config), listen, extra, env).await
+    }
+
+    /// Starts the gateway on the config file at `path` (HTTP only, on `listen`) and waits
+    /// until it listens.
+    pub async fn start(path: PathBuf, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(gateway_bin())
             .arg("--config")
             .arg(&path)
-            .args(["--no-stdio", "--listen", "127.0.0.1:0"])
+            .args(["--no-stdio", "--listen", listen])
             .args(extra)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -335,7 +379,12 @@ impl Gateway {
             .expect("start the gateway");
         let log = Log::spawn(child.stderr.take().unwrap(), "[gateway]");
         let port = listening_port(&log).await;
-        Self { child, port, log }
+        Self {
+            child,
+            port,
+            log,
+            config: path,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -105,7 +105,7 @@ pub async fn a_raising_tool_trips(target: Target) {
         let said = text(&refused);
         assert!(said.starts_with(REFUSAL_MESSAGE), "{said}");
         assert!(
-            said.contains("tool `flaky` of MCP server `fixture`")
+            said.contains("tool `flaky` was not called: it keeps failing")
                 && said.contains("retry in 30.0 s"),
             "{said}"
         );
@@ -305,13 +305,46 @@ fn assert_sdk_invalid_arguments(target: &Target, r: &Result<CallToolResult, Serv
 }
 
 /// Ten calls to tools the server does not have create no registry entry (with the layer and
-/// without), and count for the server as answers.
+/// without). A client that knows the server's list answers them itself, `-32602` naming the
+/// tool as the model called it, and sends nothing; one that does not (no argument check, no
+/// list read) sends them, and the SDKs' answers count for the server as answers.
 pub async fn unknown_tools_create_no_entry(target: Target) {
     for with_layer in [true, false] {
         let (_clock, registry) = registry(3);
         let _guard = maybe_layer(with_layer, &registry);
         let server = target.start().await;
         let client = server.client(&registry);
+        client.list_all_tools().await.expect("listed");
+        for i in 0..10 {
+            let name = format!("no_such_tool_{i}");
+            match client
+                .call_tool(CallToolRequestParams::new(name.clone()))
+                .await
+            {
+                Err(ServiceError::McpError(e)) => {
+                    assert_eq!(e.code.0, -32602);
+                    assert_eq!(
+                        e.message,
+                        format!(
+                            "unknown tool `{name}`: it is not in tools/list (it was not called)"
+                        )
+                    );
+                }
+                r => panic!("{} answered {r:?}", target.name()),
+            }
+            assert!(
+                registry.snapshot(&key(&name)).is_none(),
+                "no entry for {name}"
+            );
+        }
+        let seen = server.seen().await;
+        if seen.methods.is_some() {
+            let unknown: u64 = (0..10)
+                .map(|i| seen.tool(&format!("no_such_tool_{i}")))
+                .sum();
+            assert_eq!(unknown, 0, "nothing was sent");
+        }
+        let client = server.client(&registry).schema_check(SchemaCheck::Off);
         for i in 0..10 {
             let name = format!("no_such_tool_{i}");
             let r = client
@@ -620,9 +653,53 @@ pub async fn the_span_carries_the_mcp_attributes(target: Target) {
     assert!(is_tool_error(
         &client.call_tool(params("flaky")).await.expect("answered")
     ));
-    let _ = client.call_tool(params("no_such_tool")).await;
+    // Sent (no list known), the server's answer to an unknown tool.
+    let unchecked = server.client(&registry).schema_check(SchemaCheck::Off);
+    let _ = unchecked.call_tool(params("no_such_tool")).await;
+    // Answered by the client itself: the call is in the trace all the same, saying what
+    // happened, and no feed records it.
+    let r = client.call_tool(params("made_up")).await;
+    assert!(
+        matches!(&r, Err(ServiceError::McpError(e)) if e.code.0 == -32602),
+        "{r:?}"
+    );
+    let r = client
+        .call_tool(with_args(
+            "needs_int",
+            serde_json::json!({"n": "twenty-one"}),
+        ))
+        .await
+        .expect("answered");
+    assert!(is_invalid_arguments(&r), "{r:?}");
     let spans = log.named("tools/call");
-    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert_eq!(spans.len(), 5, "{spans:?}");
+    for (span, tool, answer, error_type) in [
+        (&spans[3], "made_up", "unknown_tool", "-32602"),
+        (
+            &spans[4],
+            "needs_int",
+            "invalid_arguments",
+            "invalid_arguments",
+        ),
+    ] {
+        assert_eq!(span.get("gen_ai.tool.name"), Some(&*key(tool)));
+        assert_eq!(span.get("tool_health.mcp.answer"), Some(answer));
+        assert_eq!(span.get("error.type"), Some(error_type));
+        assert_eq!(span.get("gen_ai.tool.call.outcome"), Some("skipped"));
+        assert_eq!(span.get("otel.status_code"), Some("error"));
+        assert_eq!(span.get("jsonrpc.request.id"), None, "nothing was sent");
+        assert_eq!(
+            span.get("tool_health.registry.id"),
+            Some(registry.instance_id())
+        );
+    }
+    assert!(registry.snapshot(&key("made_up")).is_none(), "no entry");
+    assert_eq!(
+        calls(&registry, &key("needs_int")),
+        (0, 0, 0, 0),
+        "nothing recorded"
+    );
+    let spans = &spans[..3];
     let version = server
         .running
         .peer()

@@ -8,6 +8,8 @@ Scenarios (one agent run each, in the order given, repeats allowed):
   bad_args    weather(city='Paris', days='many')   argument validation fails (failure_stage =
               validation), then the model corrects itself
   model_retry flaky_retry(x=1) raises ModelRetry   then succeeds with x=2
+  retries_used_up  insists(x=1) raises ModelRetry, and the model keeps asking the same until
+              the tool's retries are used up (Pydantic AI raises UnexpectedModelBehavior)
 
 Usage: python pydantic_agent.py --endpoint URL --scenarios a,b [--linger S] [--mark]
   --linger S  keep running S seconds before the final flush (the batch schedule delivers)
@@ -36,6 +38,7 @@ SCRIPTS = {
     'raises': ('flaky', {'x': 1}),
     'bad_args': ('weather', {'city': 'Paris', 'days': 'many'}),
     'model_retry': ('flaky_retry', {'x': 1}),
+    'retries_used_up': ('insists', {'x': 1}),
 }
 MARK = False
 HEALED = os.environ.get('FLAKY_HEALED') == '1'
@@ -56,6 +59,9 @@ def model(scenario: str) -> FunctionModel:
             return ModelResponse(parts=[ToolCallPart('weather', {'city': 'Paris', 'days': 2}, tool_call_id='fix')])
         if turns == 1 and scenario == 'model_retry':
             return ModelResponse(parts=[ToolCallPart('flaky_retry', {'x': 2}, tool_call_id='again')])
+        if scenario == 'retries_used_up':
+            # A model that does not listen: the same call every turn.
+            return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f'insist_{turns}')])
         return ModelResponse(parts=[TextPart('done')])
 
     return FunctionModel(fn, model_name=f'scripted-{scenario}')
@@ -78,6 +84,13 @@ def agent(scenario: str, settings: InstrumentationSettings) -> Agent:
         if HEALED:
             return 'fine'
         raise RuntimeError(f'flaky backend down (x={x})')
+
+    @a.tool_plain
+    def insists(x: int) -> str:
+        """Asks the model to retry unless x == 2 (the scripted model never listens)."""
+        if x != 2:
+            raise ModelRetry('x must be 2, try again')
+        return 'ok with x=2'
 
     @a.tool_plain
     def flaky_retry(x: int) -> str:

@@ -1,6 +1,9 @@
-//! The version-neutral part of the span processor: an OpenTelemetry span, seen through
-//! [`SpanView`] (each SDK version's adapter implements it), into the inference's neutral shape;
-//! conventions, classification and late verdicts exactly as the layer runs them.
+//! The span core: a finished OpenTelemetry-shaped span, seen through [`SpanView`], into
+//! records — conventions, classification, late verdicts and nested calls exactly as the layer
+//! runs them. Every feed of such spans adapts its own span to `SpanView` and calls
+//! [`SpanCore::on_end`]: each SDK version's span processor (`crate::span_processor`), the OTLP
+//! receiver (`crate::receiver`) for other processes' spans, the span feed (`crate::span_feed`)
+//! for spans made outside the crate. It lives below all of them, so each feed goes down only.
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,57 +28,7 @@ fn name_hash(name: &str) -> u64 {
     })
 }
 
-/// An attribute value, as the SDKs' `Value`s are read.
-#[derive(Clone, Copy)]
-pub(crate) enum Val<'a> {
-    Str(&'a str),
-    I64(i64),
-    F64(f64),
-    Bool(bool),
-    /// Anything else, by its `Debug` form.
-    Other(&'a dyn fmt::Debug),
-}
-
-/// An OpenTelemetry span's status.
-pub(crate) enum SpanStatus {
-    Unset,
-    Ok,
-    Error,
-}
-
-/// Key-value pairs, whatever the SDK version.
-pub(crate) trait Attributes {
-    /// Every pair, in order.
-    fn each(&self, f: &mut dyn FnMut(&str, Val<'_>));
-    /// The first value of `key`.
-    fn get(&self, key: &str) -> Option<Val<'_>>;
-}
-
-/// A span event, whatever the SDK version.
-pub(crate) trait EventView: Attributes {
-    fn name(&self) -> &str;
-}
-
-/// A finished OpenTelemetry span, whatever the SDK version.
-pub(crate) trait SpanView: Attributes {
-    fn name(&self) -> &str;
-    fn scope(&self) -> &str;
-    fn span_id(&self) -> u64;
-    fn parent_id(&self) -> u64;
-    fn start(&self) -> SystemTime;
-    fn end(&self) -> SystemTime;
-    fn status(&self) -> SpanStatus;
-    /// Each event, in order.
-    fn events(&self, f: &mut dyn FnMut(&dyn EventView));
-}
-
-/// A string attribute's value.
-fn str_of<'a>(attrs: &'a dyn Attributes, key: &str) -> Option<&'a str> {
-    match attrs.get(key)? {
-        Val::Str(s) => Some(s),
-        _ => None,
-    }
-}
+pub(crate) use super::span_view::{str_of, Attributes, EventView, SpanStatus, SpanView, Val};
 
 /// When a span from another process ran, on this registry's clock: its age on arrival (the
 /// receiver's wall clock minus the span's timestamps) taken back from the registry's reading
@@ -90,7 +43,6 @@ pub(crate) struct Arrival {
 
 impl Arrival {
     /// Now, on both clocks.
-    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn now(registry: &ToolHealthRegistry) -> Self {
         Self {
             wall: SystemTime::now(),
@@ -126,8 +78,15 @@ pub(crate) enum Feed {
 /// duration, its tool's hash, and when it ran (a remote span's times).
 type Waiting = (Observed, Duration, u64, Option<CallTimes>);
 
+/// How a feed maps a span's tool name to the registry key its call is recorded under (`None`:
+/// the name itself).
+pub(crate) type KeyMap = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Whether a span (by its id) is of a call its feed's application recorded another way.
+pub(crate) type RecordedElsewhere = Arc<dyn Fn(u64) -> bool + Send + Sync>;
+
 /// What every processor version (and the OTLP receiver) shares.
-pub(crate) struct ProcessorCore {
+pub(crate) struct SpanCore {
     registry: Arc<ToolHealthRegistry>,
     conventions: Box<[Convention]>,
     compiled: Box<[Compiled]>,
@@ -137,9 +96,19 @@ pub(crate) struct ProcessorCore {
     /// spans inside `execute_tool`), waiting for their parent: one call, one record.
     nested: Deferred<Waiting>,
     feed: Feed,
+    /// The receiver's map from span tool names to registry keys.
+    keys: Option<KeyMap>,
+    /// The receiver's spans of calls recorded another way.
+    elsewhere: Option<RecordedElsewhere>,
+    /// The parents of such spans seen lately (the caller's tool span around its transport's
+    /// span: the same call), at most [`ELSEWHERE_PARENTS`].
+    elsewhere_parents: std::sync::Mutex<std::collections::VecDeque<u64>>,
 }
 
-impl fmt::Debug for ProcessorCore {
+/// How many parents of spans recorded elsewhere are remembered for their own end.
+const ELSEWHERE_PARENTS: usize = 1024;
+
+impl fmt::Debug for SpanCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolHealthSpanProcessor")
             .field("registry", &self.registry)
@@ -192,13 +161,15 @@ struct ToolSpan<'c> {
     hash: u64,
 }
 
-impl ProcessorCore {
+impl SpanCore {
     pub(crate) fn new(
         registry: Arc<ToolHealthRegistry>,
         conventions: Vec<Convention>,
         classifier: Option<Arc<dyn OutcomeClassifier>>,
         default_classifier: DefaultClassifier,
         feed: Feed,
+        keys: Option<KeyMap>,
+        elsewhere: Option<RecordedElsewhere>,
     ) -> Arc<Self> {
         let mut conventions = conventions;
         conventions.truncate(MAX_CONVENTIONS);
@@ -218,6 +189,9 @@ impl ProcessorCore {
             late: Deferred::new(),
             nested: Deferred::new(),
             feed,
+            keys,
+            elsewhere,
+            elsewhere_parents: std::sync::Mutex::default(),
         });
         if feed == Feed::InProcess {
             // The layer marks its records only for an in-process processor to skip.
@@ -257,6 +231,19 @@ impl ProcessorCore {
             self.compiled.get(index)?,
             self.conventions[index].nests_in_tool_span(),
         ))
+    }
+
+    /// The tool a span (finished or not) is a call of by its name, scope and attributes, with
+    /// nothing counted or recorded (a feed asking whether the current span is a tool span).
+    pub(crate) fn tool_name_of(&self, span: &dyn SpanView) -> Option<String> {
+        let (c, _) = self.convention_of(span)?;
+        let mut fields = SpanFields::default();
+        let max = self.registry.max_name_len();
+        fields.read(c, semconv::OTEL_NAME, span.name(), max);
+        span.each(&mut |k, v| read(&mut fields, c, k, v, max));
+        let mut seen = Observed::new(c.completion_marker);
+        seen.apply(fields);
+        seen.tool_name().map(str::to_owned)
     }
 
     /// What a finished span shows, if it is a tool span.
@@ -300,6 +287,11 @@ impl ProcessorCore {
                         with_text(v, |t| e.read(k, t));
                     }
                 }
+                // A refusal raised as an exception (the Python call helper's `Refused`),
+                // recorded by an SDK's `record_exception`.
+                "exception.message" => {
+                    with_text(v, |t| e.refusal |= t.starts_with(crate::REFUSAL_MESSAGE))
+                }
                 "exception.type" if e.error_type.is_none() => {
                     with_text(v, |t| e.error_type = Some(t.to_owned()))
                 }
@@ -322,9 +314,30 @@ impl ProcessorCore {
     }
 
     /// A span ended (`arrival`: a span of another process, received then).
+    #[cfg_attr(
+        not(any(feature = "span-processor", feature = "span-processor-sdk-0-32")),
+        allow(dead_code)
+    )]
     pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
+        self.on_end_skipping(span, arrival, &|_| false)
+    }
+
+    /// [`on_end`](Self::on_end), where a tool span of a tool `recorded` answers true for is
+    /// the caller's own record (a feed's claims): skipped as a span the layer recorded is —
+    /// after it has taken in its nested spans, so they are skipped with it.
+    pub(crate) fn on_end_skipping(
+        &self,
+        span: &dyn SpanView,
+        arrival: Option<&Arrival>,
+        recorded: &dyn Fn(&str) -> bool,
+    ) {
         let _calling_out = CallingOut::enter();
         let mut own = self.tool_span(span);
+        if self.elsewhere.is_some() && self.was_recorded_elsewhere(span, own.is_some()) {
+            if let Some(own) = own.as_mut() {
+                own.seen.recorded_elsewhere = true;
+            }
+        }
         if !self.late.is_idle() {
             self.parent_ended(span);
         }
@@ -351,12 +364,20 @@ impl ProcessorCore {
                 hook::tool_hash(tool),
                 registry.now(),
             );
-            if marked || span.get(semconv::GATE_DECISION).is_some() {
+            if marked || span.get(semconv::GATE_DECISION).is_some() || recorded(tool) {
                 // The layer just handled this very call (it closed the tracing span this one
-                // was bridged from), or bound a gate decision to it: one call, one record —
-                // the layer's, which holds the permit.
+                // was bridged from), or bound a gate decision to it, or a feed's caller
+                // records it: one call, one record — the one that holds the permit.
                 return;
             }
+        }
+        if self.feed == Feed::Remote
+            && str_of(span, semconv::REGISTRY_ID) == Some(registry.instance_id())
+        {
+            // This very registry gated the call and recorded it where it ran: its span came
+            // back (a process exporting its own spans to its own receiver, directly or
+            // through a collector). One call, one record.
+            return;
         }
         if seen.refused {
             return;
@@ -370,7 +391,7 @@ impl ProcessorCore {
         if nests && parent != 0 {
             // Wait for the parent: inside a tool span of the same tool, it is that call.
             let now = registry.now();
-            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.nested.batch();
             let key = span.span_id();
             match self
@@ -397,7 +418,7 @@ impl ProcessorCore {
         let outcome = self.classify(&seen, tool);
         if c.late_failure.is_some() && outcome == Some(CallOutcome::Success) && parent != 0 {
             let now = registry.now();
-            let due = deferred::due(now, registry.probe_timeout_of(tool));
+            let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.late.batch();
             if self
                 .late
@@ -413,6 +434,48 @@ impl ProcessorCore {
             return;
         }
         self.record(&seen, tool, outcome, duration, times);
+    }
+
+    /// Whether `span`'s call was recorded where it was served: the span is one the application
+    /// named (the caller's span whose trace context came with the call, often its transport's
+    /// — an MCP client's `tools/call`, not itself a tool span here), or a tool span around
+    /// one (the caller's own span of that call: it ends after its child). Nothing more is
+    /// recorded for either.
+    fn was_recorded_elsewhere(&self, span: &dyn SpanView, is_tool: bool) -> bool {
+        let Some(elsewhere) = &self.elsewhere else {
+            return false;
+        };
+        let mut parents = self
+            .elsewhere_parents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if elsewhere(span.span_id()) {
+            if span.parent_id() != 0 {
+                if parents.len() >= ELSEWHERE_PARENTS {
+                    parents.pop_front();
+                }
+                parents.push_back(span.parent_id());
+            }
+            return true;
+        }
+        if !is_tool {
+            return false;
+        }
+        match parents.iter().position(|&p| p == span.span_id()) {
+            Some(i) => {
+                parents.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The registry key a call of `tool` is recorded under.
+    fn key<'a>(&self, tool: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.keys.as_ref().and_then(|f| f(tool)) {
+            Some(key) => std::borrow::Cow::Owned(key),
+            None => std::borrow::Cow::Borrowed(tool),
+        }
     }
 
     fn classify(&self, seen: &Observed, tool: &str) -> Option<CallOutcome> {
@@ -434,7 +497,12 @@ impl ProcessorCore {
         let Some(outcome) = outcome else {
             return; // no call was made
         };
+        if seen.recorded_elsewhere {
+            return;
+        }
         let facts = seen.facts(tool);
+        let key = self.key(tool);
+        let tool: &str = &key;
         let mut report = CallReport::new(outcome, duration);
         report.error_type = facts.error_type;
         report.retry_after = seen.retry_hint();
@@ -494,27 +562,19 @@ impl ProcessorCore {
         if !self.nested.has_parent(key) {
             return;
         }
-        loop {
-            let mut out = self.nested.batch();
-            self.nested.moved_on(key, true, &mut out);
-            let more = out.maybe_more();
-            for ((mut child, duration, _, times), _, _) in out.drain() {
-                hook::deferred_add(-1);
-                let same_tool = child.tool_name().map(name_hash);
-                match own.as_deref_mut() {
-                    Some(parent) if same_tool == Some(parent.hash) => {
-                        parent.seen.absorb(&mut child)
-                    }
-                    _ => {
-                        if let Some(tool) = child.tool_name() {
-                            let outcome = self.classify(&child, tool);
-                            self.record(&child, tool, outcome, duration, times);
-                        }
+        let mut out = self.nested.batch();
+        self.nested.moved_on(key, true, &mut out);
+        for ((mut child, duration, _, times), _, _) in out.drain() {
+            hook::deferred_add(-1);
+            let same_tool = child.tool_name().map(name_hash);
+            match own.as_deref_mut() {
+                Some(parent) if same_tool == Some(parent.hash) => parent.seen.absorb(&mut child),
+                _ => {
+                    if let Some(tool) = child.tool_name() {
+                        let outcome = self.classify(&child, tool);
+                        self.record(&child, tool, outcome, duration, times);
                     }
                 }
-            }
-            if !more {
-                break;
             }
         }
     }
@@ -526,15 +586,9 @@ impl ProcessorCore {
             if table.is_idle() {
                 continue;
             }
-            loop {
-                let mut out = table.batch();
-                table.flush_due(now, &mut out);
-                let more = out.maybe_more();
-                self.record_resolved(out);
-                if !more {
-                    break;
-                }
-            }
+            let mut out = table.batch();
+            table.flush_due(now, &mut out);
+            self.record_resolved(out);
         }
     }
 
@@ -564,15 +618,9 @@ impl ProcessorCore {
     #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn flush_all(&self) {
         for table in [&self.late, &self.nested] {
-            loop {
-                let mut out = table.batch();
-                table.flush_due(Duration::MAX, &mut out);
-                let more = out.maybe_more();
-                self.record_resolved(out);
-                if !more {
-                    break;
-                }
-            }
+            let mut out = table.batch();
+            table.flush_due(Duration::MAX, &mut out);
+            self.record_resolved(out);
         }
     }
 
@@ -583,11 +631,11 @@ impl ProcessorCore {
     }
 }
 
-impl hook::DeferredFlush for ProcessorCore {
+impl hook::DeferredFlush for SpanCore {
     fn flush_due(&self, registry: usize) {
         if self.registry.address() == registry {
             let _calling_out = CallingOut::enter();
-            ProcessorCore::flush_due(self);
+            SpanCore::flush_due(self);
         }
     }
 }

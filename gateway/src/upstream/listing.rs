@@ -1,0 +1,215 @@
+//! An upstream's tool list: listed through its client (which leaves out what refuses now),
+//! under the names hosts see; its last list kept, so that a server slow to list costs its own
+//! tools only ([`LIST_WAIT`]); and the tools it listed last, known to the API (a tool it no
+//! longer lists is no longer known).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use rmcp::service::ServiceError;
+use tool_health::{Apply, ToolPolicy};
+
+use super::{key, said, Upstream};
+use crate::names;
+
+/// How long a host's `tools/list` waits for one server's listing before it answers with that
+/// server's last list (the listing goes on, and hosts are told when it brings a change): a
+/// server whose `tools/list` hangs costs its own tools only.
+pub(crate) const LIST_WAIT: Duration = Duration::from_secs(1);
+
+/// The most tool names remembered per server (a server listing more is cut off there).
+pub(super) const MAX_TOOLS_PER_SERVER: usize = 10_000;
+
+/// A server's last listing: `(own name, tool as hosts see it)`, and how many listings ended.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Listed {
+    tools: Arc<Vec<(String, Tool)>>,
+    done: u64,
+    /// An answer was given from `tools` while a listing was late: tell hosts if it changes.
+    served_stale: bool,
+}
+
+impl Upstream {
+    /// Whether this server listed `tool`.
+    pub(crate) fn knows(&self, tool: &str) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(tool)
+    }
+
+    /// Whether a listing of this server succeeded yet (then [`knows`](Self::knows) is its list).
+    pub(crate) fn has_listed(&self) -> bool {
+        self.listed_ok.load(Ordering::Acquire)
+    }
+
+    /// How many tools this server's last listing named.
+    pub(crate) fn known_count(&self) -> usize {
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Remembers the tools a complete listing named (and only those: a tool the server no
+    /// longer lists is no longer known), giving each new one the server's policy when it has
+    /// one of its own (a tool of the config keeps its own).
+    fn learn<'a>(&self, tools: impl IntoIterator<Item = &'a str>) {
+        let config = self.config();
+        let own = config.settings.breaker != self.registry.config();
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        self.listed_ok.store(true, Ordering::Release);
+        let before = std::mem::take(&mut *known);
+        for tool in tools {
+            if known.len() >= MAX_TOOLS_PER_SERVER || known.contains(tool) {
+                continue;
+            }
+            known.insert(tool.to_owned());
+            if before.contains(tool) {
+                continue;
+            }
+            if own && !config.tools.contains_key(tool) {
+                self.registry.set_tool_policy(
+                    &key(&self.name, tool),
+                    ToolPolicy::from(config.settings.breaker.clone()),
+                    Apply::Now,
+                );
+            }
+        }
+    }
+
+    /// Lists the server's tools through its client (which leaves out what refuses now): each
+    /// tool's own name and the tool as hosts see it. Nothing when not connected or the listing
+    /// failed (logged).
+    async fn list_now(&self) -> Vec<(String, Tool)> {
+        let Some(conn) = self.conn.load_full().filter(|c| c.alive()) else {
+            return Vec::new();
+        };
+        // The client's timeout bounds each page; this bounds a server that pages for ever.
+        let deadline = self.config().settings.timeout.saturating_mul(2);
+        // Counted like a call: a reload's restart or removal waits for it, then cuts it short
+        // before the connection closes (its end is no evidence against the server).
+        let _busy = self.busy.enter();
+        let listing = tokio::time::timeout(deadline, conn.client.list_all_tools());
+        let listed = tokio::select! {
+            biased;
+            () = conn.cut.cancelled() => return Vec::new(),
+            listed = listing => listed,
+        };
+        let listed = match listed {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(e)) => {
+                if matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) {
+                    conn.broken.cancel();
+                }
+                tracing::warn!(server = %self.name, "MCP server `{}` could not list its tools: {}", self.name, said(&e));
+                return Vec::new();
+            }
+            Err(_) => {
+                tracing::warn!(server = %self.name, "MCP server `{}` did not list its tools within {:.1} s", self.name, deadline.as_secs_f64());
+                return Vec::new();
+            }
+        };
+        self.learn(
+            listed
+                .result
+                .tools
+                .iter()
+                .map(|t| t.name.as_ref())
+                .chain(listed.hidden.iter().map(|h| h.name.as_str())),
+        );
+        let mut tools = Vec::with_capacity(listed.result.tools.len());
+        for mut tool in listed.result.tools {
+            match names::shown(&self.name, &tool.name) {
+                Ok(shown) => {
+                    let own = tool.name.to_string();
+                    tool.name = shown.into();
+                    tools.push((own, tool));
+                }
+                // `shown` never answers `NoServer`: the server's part is given.
+                Err(names::NameError::Invalid(why)) => self.warn_once(&tool.name, &why),
+                Err(names::NameError::NoServer) => {}
+            }
+        }
+        tools
+    }
+
+    /// Starts a listing unless one is under way; it runs on a task of its own and keeps its
+    /// answer as the server's last list (hosts are told when an answer given late changes).
+    pub(crate) fn start_listing(self: &Arc<Self>) {
+        if self.listing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            let tools = me.list_now().await;
+            let mut changed = false;
+            me.listed.send_modify(|l| {
+                changed = l.served_stale
+                    && !l
+                        .tools
+                        .iter()
+                        .map(|(n, _)| n)
+                        .eq(tools.iter().map(|(n, _)| n));
+                l.tools = Arc::new(tools);
+                l.done += 1;
+                l.served_stale = false;
+            });
+            me.listing.store(false, Ordering::Release);
+            if changed {
+                me.hosts.changed();
+            }
+        });
+    }
+
+    /// The tools to offer hosts now, under the names hosts see: a fresh listing when it ends
+    /// within `wait`, else the server's last list without what refuses now (see
+    /// [`LIST_WAIT`]). Nothing when not connected.
+    pub(crate) async fn list(self: &Arc<Self>, wait: Duration) -> Vec<Tool> {
+        if self.conn.load_full().filter(|c| c.alive()).is_none() {
+            return Vec::new();
+        }
+        let mut rx = self.listed.subscribe();
+        let done = rx.borrow_and_update().done;
+        self.start_listing();
+        if let Ok(Ok(l)) = tokio::time::timeout(wait, rx.wait_for(|l| l.done > done)).await {
+            return l.tools.iter().map(|(_, t)| t.clone()).collect();
+        }
+        let mut last = Arc::default();
+        self.listed.send_if_modified(|l| {
+            last = Arc::clone(&l.tools);
+            l.served_stale = true;
+            false
+        });
+        tracing::debug!(server = %self.name, "MCP server `{}` is slow to list its tools: hosts get its last list", self.name);
+        if self.refused_for().is_some() {
+            return Vec::new();
+        }
+        last.iter()
+            .filter(|(own, _)| {
+                self.registry
+                    .snapshot(&key(&self.name, own))
+                    .and_then(|s| s.retry_after)
+                    .is_none()
+            })
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+
+    fn warn_once(&self, tool: &str, why: &str) {
+        let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
+        if warned.len() < MAX_TOOLS_PER_SERVER && warned.insert(tool.to_owned()) {
+            tracing::warn!(
+                server = %self.name,
+                "tool {:?} of MCP server `{}` is not offered to hosts: {why}",
+                names::printable(tool, 200),
+                self.name
+            );
+        }
+    }
+}

@@ -14,9 +14,6 @@
 //! them through would need a second naming scheme (URIs of several servers in one space) for
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
-pub(crate) mod notify;
-pub(crate) mod progress;
-pub(crate) mod served;
 pub(crate) mod stdio;
 
 use std::sync::Arc;

@@ -54,8 +54,8 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 
 use crate::config::{Launch, Secrets, ServerConfig};
 use crate::names;
-use crate::server::notify::Hosts;
-use crate::server::progress::ProgressRoutes;
+use crate::notify::Hosts;
+use crate::progress::ProgressRoutes;
 
 use listing::Listed;
 pub(crate) use listing::LIST_WAIT;

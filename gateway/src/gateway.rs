@@ -84,6 +84,9 @@ impl Gateway {
                 if let Some(p) = &f.prefix {
                     b = b.prefix(p.clone());
                 }
+                if let Some(n) = f.shards {
+                    b = b.shards(n);
+                }
                 Some(b)
             }
             None => FleetBuilder::from_env().map_err(|e| format!("fleet mode: {e}"))?,

@@ -95,7 +95,7 @@ impl Checker<'_> {
             path,
             "`fleet` is `{\"url\": \"redis://host:6379\"}` (a cluster: `redis-cluster://host:6379`)",
         )?;
-        self.unknown_keys(m, path, &["url", "prefix"], true);
+        self.unknown_keys(m, path, &["url", "prefix", "shards"], true);
         let url = match m.get("url") {
             Some(u) => self.string_field(
                 u,
@@ -121,7 +121,21 @@ impl Checker<'_> {
             )?),
             None => None,
         };
-        Some(Fleet { url, prefix })
+        let shards = match m.get("shards") {
+            Some(v) => Some(self.integer(
+                v,
+                &child(path, "shards"),
+                1,
+                u64::from(tool_health::fleet::MAX_SHARDS),
+                "shards",
+            )? as u16),
+            None => None,
+        };
+        Some(Fleet {
+            url,
+            prefix,
+            shards,
+        })
     }
 
     /// `health.servers.NAME`: its settings over `defaults`, and its tools'.
@@ -347,6 +361,7 @@ fn default_of(key: &str) -> &'static str {
         "initialBackoffSeconds" => "0.5",
         "maxBackoffSeconds" => "30",
         "maxMessageBytes" => "4194304",
+        "shards" => "3",
         _ => "the documented value",
     }
 }

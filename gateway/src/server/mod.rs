@@ -4,7 +4,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `initialize`, `server/discover`, `ping` | rmcp's, with the gateway's info: tools with `listChanged` |
-//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now |
+//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now; to MCP 2026-07-28 hosts with `ttlMs` the time to the next change foreseen (`upstream/freshness.rs`) |
 //! | `tools/call` | through the upstream's `ToolHealthClient`; a name that is no gateway tool is `-32602` and reaches nothing |
 //! | `subscriptions/listen` | `toolsListChanged` accepted (MCP 2026-07-28 hosts) |
 //! | resources, prompts, completion | declined: `-32601` saying the gateway serves tools only |
@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
     RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -104,11 +104,25 @@ impl ServerHandler for GatewayServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.gw.upstreams();
         upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
-        Ok(ListToolsResult::with_all_items(upstreams.list().await))
+        let mut result = ListToolsResult::with_all_items(upstreams.list().await);
+        // MCP 2026-07-28's caching hints, for the hosts of that protocol (`freshness.rs`).
+        if context
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize())
+        {
+            let fresh = upstreams.freshness();
+            result.ttl_ms = Some(fresh.ttl_ms());
+            result.cache_scope = Some(if fresh.public {
+                CacheScope::Public
+            } else {
+                CacheScope::Private
+            });
+        }
+        Ok(result)
     }
 
     async fn call_tool(

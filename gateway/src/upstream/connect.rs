@@ -7,11 +7,15 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Weak};
 
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RunningService,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 
 use super::http::{Watch, Watched};
 use super::process::{self, Group, GRACE};
@@ -27,6 +31,18 @@ const EXIT_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// How long the stderr of a process that ended may take to be read to its end.
 const STDERR_DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How a connection opens: `server/discover` first (MCP 2026-07-28, whose servers may know no
+/// `initialize` at all), and the `initialize` handshake of 2025-11-25 when the server answers
+/// the probe as a server of the handshake era does (an error: `-32601`, "not initialized").
+/// rmcp's auto mode: a server that does not answer the probe within 10 s is taken for one of
+/// the handshake era too (within the connect timeout).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
 
 /// The gateway as an MCP client: says who it is, and hears the server's tool-list changes.
 #[derive(Debug, Clone)]
@@ -55,11 +71,7 @@ impl ClientHandler for UpstreamHandler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(upstream) = self.upstream.upgrade() {
-            tracing::info!(server = %upstream.name, "MCP server `{}` says its tool list changed", upstream.name);
-            if let Some(conn) = upstream.conn.load_full() {
-                // The client re-reads the schemas, and its subscription tells the hosts.
-                conn.client.server_list_changed();
-            }
+            upstream.tools_changed();
         }
     }
 }
@@ -176,9 +188,11 @@ impl Upstream {
                     tail.clone(),
                 ));
                 let mut group = spawned.group;
-                let handshake =
-                    tokio::time::timeout(timeout, handler.serve((spawned.stdout, spawned.stdin)))
-                        .await;
+                let handshake = tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle((spawned.stdout, spawned.stdin), lifecycle()),
+                )
+                .await;
                 match handshake {
                     Ok(Ok(running)) => Ok(Connected {
                         running,
@@ -246,7 +260,12 @@ impl Upstream {
                     config,
                 );
                 let shown = redact_url(url);
-                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                match tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle()),
+                )
+                .await
+                {
                     Ok(Ok(running)) => Ok(Connected {
                         running,
                         ends: Ends::Http { watch },

@@ -14,6 +14,7 @@
 //! them through would need a second naming scheme (URIs of several servers in one space) for
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
+pub(crate) mod gone;
 pub(crate) mod notify;
 pub(crate) mod progress;
 pub(crate) mod served;
@@ -250,11 +251,11 @@ impl ServerHandler for GatewayServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
+            gone::ended(&context).await;
             return Ok(());
         }
         let id = self.gw.hosts.add_listen(context.sink().clone());
-        context.cancelled().await;
+        gone::ended(&context).await;
         self.gw.hosts.remove(id);
         Ok(())
     }

@@ -143,6 +143,8 @@ pub fn gateway_bin() -> &'static str {
 /// The pinned SDK releases (`integrations/servers/`).
 pub const PYTHON_SDK: &str = "2.3.0";
 pub const TYPESCRIPT_SDK: &str = "1.32.2";
+/// `@modelcontextprotocol/server` and `@modelcontextprotocol/client` (MCP 2026-07-28).
+pub const TYPESCRIPT_SDK_2: &str = "2.4.0";
 
 /// The Python with the MCP SDK, or why there is none.
 pub fn python() -> Result<PathBuf, String> {
@@ -197,6 +199,36 @@ pub fn node() -> Result<PathBuf, String> {
     }
 }
 
+/// `node` with the TypeScript SDK 2.x installed in `integrations/servers/typescript-2`, or
+/// why not.
+pub fn node2() -> Result<PathBuf, String> {
+    node()?;
+    let dir =
+        workspace().join("integrations/servers/typescript-2/node_modules/@modelcontextprotocol");
+    for package in ["server", "client"] {
+        let manifest = dir.join(package).join("package.json");
+        let version = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_owned));
+        match version {
+            Some(v) if v == TYPESCRIPT_SDK_2 => {}
+            Some(v) => {
+                return Err(format!(
+                    "{} is {v}, the tests pin {TYPESCRIPT_SDK_2} (bash scripts/mcp_sdks.sh)",
+                    manifest.display()
+                ))
+            }
+            None => {
+                return Err(
+                    "the TypeScript SDK 2.x is not installed (bash scripts/mcp_sdks.sh)".into(),
+                )
+            }
+        }
+    }
+    Ok(PathBuf::from("node"))
+}
+
 /// Upstream config entries.
 pub mod upstream {
     use super::*;
@@ -217,6 +249,20 @@ pub mod upstream {
             "command": py.display().to_string(),
             "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],
         }))
+    }
+
+    /// The TypeScript SDK 2.x fixture server over stdio, speaking only MCP 2026-07-28
+    /// (`legacy: 'reject'`), with `args` before its transport.
+    pub fn typescript2(args: &[&str]) -> Result<Value, String> {
+        let node = super::node2()?;
+        let mut all = vec![workspace()
+            .join("integrations/servers/typescript-2/server.mjs")
+            .display()
+            .to_string()];
+        all.extend(["--legacy", "reject"].iter().map(|a| (*a).to_owned()));
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all.push("stdio".to_owned());
+        Ok(json!({"command": node.display().to_string(), "args": all}))
     }
 
     /// The TypeScript SDK fixture server over stdio.

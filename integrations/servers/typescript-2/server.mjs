@@ -40,12 +40,14 @@ const tools = {};
 const headers = {};
 const state = { broken: true, grown: false };
 
-function count(message) {
+/** Counts a request (`header`: its `Mcp-Method` header, over HTTP). */
+function count(message, header) {
   if (message && message.id !== undefined && typeof message.method === "string") {
     const name = message.method === "tools/call" ? message.params?.name : undefined;
     if (name === "seen") return;
     methods[message.method] = (methods[message.method] ?? 0) + 1;
     if (name !== undefined) tools[String(name)] = (tools[String(name)] ?? 0) + 1;
+    if (header !== undefined) headers[String(header)] = (headers[String(header)] ?? 0) + 1;
   }
 }
 
@@ -107,12 +109,7 @@ if (mode === "http") {
     const body = Buffer.concat(chunks);
     if (req.method === "POST") {
       try {
-        const message = JSON.parse(body.toString("utf8"));
-        count(message);
-        if (message && message.id !== undefined && typeof message.method === "string") {
-          const method = req.headers["mcp-method"];
-          if (method !== undefined) headers[String(method)] = (headers[String(method)] ?? 0) + 1;
-        }
+        count(JSON.parse(body.toString("utf8")), req.headers["mcp-method"]);
       } catch {
         // Not JSON: the handler answers it.
       }

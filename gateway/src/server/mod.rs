@@ -28,7 +28,7 @@ use rmcp::model::{
     CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -202,6 +202,14 @@ impl ServerHandler for GatewayServer {
             }),
             () = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the host", None)),
         }
+    }
+
+    /// A gateway tool as its server last listed it: rmcp checks a 2026-07-28 host's
+    /// `Mcp-Param-*` headers against the arguments its `x-mcp-header` annotations name (HTTP
+    /// 400, `-32020`, when they disagree).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let (server, _) = names::split(name).ok()?;
+        self.gw.upstreams().get(server)?.listed_tool(name)
     }
 
     /// A request rmcp could not read as any MCP method: a standard method whose params do not

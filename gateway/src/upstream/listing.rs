@@ -50,6 +50,17 @@ impl Upstream {
             .contains(tool)
     }
 
+    /// The tool hosts see as `shown`, as this server last listed it (its `inputSchema` says
+    /// which arguments a host mirrors into `Mcp-Param-*` headers: rmcp checks them).
+    pub(crate) fn listed_tool(&self, shown: &str) -> Option<Tool> {
+        self.listed
+            .borrow()
+            .tools
+            .iter()
+            .find(|(_, t)| t.name == shown)
+            .map(|(_, t)| t.clone())
+    }
+
     /// Whether a listing of this server succeeded yet (then [`knows`](Self::knows) is its list).
     pub(crate) fn has_listed(&self) -> bool {
         self.listed_ok.load(Ordering::Acquire)

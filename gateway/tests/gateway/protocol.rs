@@ -378,8 +378,10 @@ pub async fn tools_list_tells_2026_07_28_hosts_how_long_it_stays_as_it_is() {
 }
 
 /// Over streamable HTTP a 2026-07-28 request whose `Mcp-Method` or `Mcp-Name` header
-/// disagrees with its body, or that lacks one, is refused with HTTP 400 and `-32020`
-/// (HeaderMismatch) and reaches nothing; the same request with the right headers is answered.
+/// disagrees with its body, or that lacks one (or its `MCP-Protocol-Version`), is refused with
+/// HTTP 400 and `-32020` (HeaderMismatch) and reaches nothing — and so is a call whose
+/// `Mcp-Param-*` header (an argument its tool's `x-mcp-header` annotation mirrors) disagrees
+/// or is missing; the same requests with the right headers are answered.
 pub async fn a_request_whose_headers_disagree_with_its_body_is_refused() {
     let config = json!({"mcpServers": {"rs": upstream::rmcp()}});
     let gw = Gateway::http(&config, &[]).await;
@@ -389,55 +391,84 @@ pub async fn a_request_whose_headers_disagree_with_its_body_is_refused() {
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
         "io.modelcontextprotocol/clientCapabilities": {},
     });
-    let call_ok = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                         "params": {"name": "rs__ok", "arguments": {}, "_meta": meta}})
-    .to_string();
-    let list_body =
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}})
-            .to_string();
-    let base = [
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", "2026-07-28"),
-    ];
-    let post = |extra: &'static [(&'static str, &'static str)], body: String| {
-        let mut headers: Vec<(&str, &str)> = base.to_vec();
-        headers.extend_from_slice(extra);
-        async move { http_sse(gw.port, &headers, &body).await }
+    let body = |id: u64, method: &str, params: Value| {
+        let mut params = params;
+        params["_meta"] = meta.clone();
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
     };
-    let refused: [(&[(&str, &str)], &String, &str); 4] = [
+    let ok = body(1, "tools/call", json!({"name": "rs__ok", "arguments": {}}));
+    let listing = body(2, "tools/list", json!({}));
+    // `echo`'s `text` is annotated `x-mcp-header: Text`: a host mirrors it into a header.
+    let echo = body(
+        3,
+        "tools/call",
+        json!({"name": "rs__echo", "arguments": {"text": "eu"}}),
+    );
+    const V: (&str, &str) = ("MCP-Protocol-Version", "2026-07-28");
+    const CALL: (&str, &str) = ("Mcp-Method", "tools/call");
+    let refused: [(&[(&str, &str)], &String, &str); 8] = [
         (
-            &[("Mcp-Method", "tools/list"), ("Mcp-Name", "rs__ok")],
-            &call_ok,
+            &[V, ("Mcp-Method", "tools/list"), ("Mcp-Name", "rs__ok")],
+            &ok,
             "method",
         ),
+        (&[V, CALL, ("Mcp-Name", "rs__flaky")], &ok, "name"),
+        (&[V, CALL], &ok, "no name"),
+        (&[V], &listing, "no method"),
+        (&[CALL, ("Mcp-Name", "rs__ok")], &ok, "no protocol version"),
         (
-            &[("Mcp-Method", "tools/call"), ("Mcp-Name", "rs__flaky")],
-            &call_ok,
-            "name",
+            &[
+                ("MCP-Protocol-Version", "2025-11-25"),
+                CALL,
+                ("Mcp-Name", "rs__ok"),
+            ],
+            &ok,
+            "another protocol version",
         ),
-        (&[("Mcp-Method", "tools/call")], &call_ok, "no name"),
-        (&[], &list_body, "no method"),
+        (
+            &[V, CALL, ("Mcp-Name", "rs__echo"), ("Mcp-Param-Text", "us")],
+            &echo,
+            "a mirrored argument",
+        ),
+        (
+            &[V, CALL, ("Mcp-Name", "rs__echo")],
+            &echo,
+            "no mirrored argument",
+        ),
     ];
-    for (extra, body, what) in refused {
-        let (status, answer) = post(extra, body.clone()).await;
+    for (headers, body, what) in refused {
+        let (status, answer) = post_mcp(gw.port, headers, body).await;
         assert_eq!(status, 400, "{what}: {answer}");
         assert_eq!(answer["error"]["code"], -32020, "{what}: {answer}");
     }
-    let (status, answer) = post(
-        &[("Mcp-Method", "tools/call"), ("Mcp-Name", "rs__ok")],
-        call_ok.clone(),
-    )
-    .await;
+    let (status, answer) = post_mcp(gw.port, &[V, CALL, ("Mcp-Name", "rs__ok")], &ok).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], "fine", "{answer}");
+    let headers = [V, CALL, ("Mcp-Name", "rs__echo"), ("Mcp-Param-Text", "eu")];
+    let (status, answer) = post_mcp(gw.port, &headers, &echo).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "eu", "{answer}");
     let (client, _) = rmcp_http(gw.port).await;
     let seen = seen(&client, "rs").await;
     assert_eq!(
-        seen_count(&seen, "tools", "ok"),
-        1,
-        "only the agreeing request reached the server: {seen}"
+        (
+            seen_count(&seen, "tools", "ok"),
+            seen_count(&seen, "tools", "echo")
+        ),
+        (1, 1),
+        "only the agreeing requests reached the server: {seen}"
     );
+}
+
+/// A POST of `body` to `/mcp` with `headers` (and a JSON body's content type and accept):
+/// the status and the one JSON-RPC message answered.
+async fn post_mcp(port: u16, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend_from_slice(headers);
+    http_sse(port, &all, body).await
 }
 
 /// A POST to `/mcp`: the status and the one JSON-RPC message answered (as JSON, or as the data
@@ -456,7 +487,7 @@ async fn http_sse(port: u16, headers: &[(&str, &str)], body: &str) -> (u16, Valu
 
 /// A host of MCP 2026-07-28 (the TypeScript SDK 2.4 client) that lists, then closes — its
 /// `subscriptions/listen` stream with it — leaves nothing in the gateway's log, rmcp's own
-/// lines included (they are on here, as with `RUST_LOG=warn`): before, each such close logged
+/// warnings and errors included (on here, as with `RUST_LOG=warn`): before, each such close logged
 /// `ERROR rmcp::service: failed to send pending response during drain`. Its subscription is
 /// gone from the hosts told of changes.
 pub async fn a_2026_07_28_host_that_closes_its_stream_leaves_nothing_in_the_log() {

@@ -6,7 +6,8 @@
 //! broken; `mend` mends it); `needs_int` takes an integer `n`; `hang` never answers; `die`
 //! ends the process mid-call (exit 3); `seen` answers what the server received as JSON (every
 //! request by method, and `tools/call` by tool name, `seen` itself left out); `echo` answers
-//! its `text` (for the bench); `drop_echo` takes `echo` out of its list and says so
+//! its `text` (for the bench; `text` is annotated `x-mcp-header: Text`, MCP 2026-07-28's
+//! mirror of an argument into a header); `drop_echo` takes `echo` out of its list and says so
 //! (`notifications/tools/list_changed`). With `GATEWAY_TEST_LIST=hang` in its environment its
 //! `tools/list` never answers.
 
@@ -120,7 +121,10 @@ impl ServerHandler for Fixture {
             Tool::new(
                 "echo",
                 "Answers its text.",
-                schema(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+                // Mirrored into an `Mcp-Param-Text` header over HTTP (MCP 2026-07-28).
+                schema(
+                    json!({"type": "object", "properties": {"text": {"type": "string", "x-mcp-header": "Text"}}}),
+                ),
             ),
             Tool::new("drop_echo", "Takes `echo` out of the list.", empty()),
         ];

@@ -33,37 +33,20 @@ use crate::support::{
     upstream, workspace, Changes, Gateway, Log, REFUSAL, WAIT,
 };
 
-/// The TypeScript SDK 2.4 server over streamable HTTP on 127.0.0.1:`port`, speaking only MCP
-/// 2026-07-28.
-struct Ts2Http {
+/// An SDK's server over streamable HTTP on 127.0.0.1:`port`.
+struct HttpServer {
     child: tokio::process::Child,
     port: u16,
     _log: Arc<Log>,
 }
 
-impl Ts2Http {
-    async fn start(args: &[&str]) -> Self {
+impl HttpServer {
+    /// The TypeScript SDK 2.4 server, speaking only MCP 2026-07-28, with `args`.
+    async fn ts2(args: &[&str]) -> Self {
         let node = node2().unwrap_or_else(|why| skip(&why));
-        let port = free_port();
-        let mut child = tokio::process::Command::new(node)
-            .arg(workspace().join("integrations/servers/typescript-2/server.mjs"))
-            .args(["--legacy", "reject"])
-            .args(args)
-            .args(["http", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start node");
-        let log = Log::spawn(child.stderr.take().expect("piped"), "[ts2-http]");
-        log.wait_for(&format!("listening on 127.0.0.1:{port}"), WAIT)
-            .await;
-        Self {
-            child,
-            port,
-            _log: log,
-        }
+        let mut all = vec!["--legacy", "reject"];
+        all.extend_from_slice(args);
+        http_server(node, "integrations/servers/typescript-2/server.mjs", &all).await
     }
 
     fn url(&self) -> String {
@@ -108,7 +91,7 @@ async fn all_connected(gw: &Gateway) {
 /// `Mcp-Method` header, and nothing of the handshake era was sent to either.
 pub async fn a_server_that_speaks_only_2026_07_28_is_reached_over_stdio_and_http() {
     let ts2 = upstream::typescript2(&[]).unwrap_or_else(|why| skip(&why));
-    let remote = Ts2Http::start(&[]).await;
+    let remote = HttpServer::ts2(&[]).await;
     let config = json!({"mcpServers": {"s": ts2, "h": {"url": remote.url()}}});
     let gw = Gateway::http(&config, &[]).await;
     all_connected(&gw).await;
@@ -153,7 +136,7 @@ pub async fn a_server_that_speaks_only_2026_07_28_is_reached_over_stdio_and_http
 /// call goes through. Over stdio and over HTTP.
 pub async fn a_hung_2026_07_28_server_is_refused_and_probed_back_with_server_discover() {
     let ts2 = upstream::typescript2(&[]).unwrap_or_else(|why| skip(&why));
-    let remote = Ts2Http::start(&[]).await;
+    let remote = HttpServer::ts2(&[]).await;
     let remote_pid = remote.child.id().expect("a pid");
     let config = json!({
         "mcpServers": {"s": ts2, "h": {"url": remote.url()}},
@@ -556,4 +539,90 @@ pub async fn a_2026_07_28_host_that_closes_its_stream_leaves_nothing_in_the_log(
         !text.contains("rmcp::") && !text.contains("ERROR"),
         "nothing logged:\n{text}"
     );
+}
+
+/// An SDK server over streamable HTTP on 127.0.0.1:`port`: `program script args… http PORT`.
+async fn http_server(program: std::path::PathBuf, script: &str, args: &[&str]) -> HttpServer {
+    let port = free_port();
+    let mut child = tokio::process::Command::new(program)
+        .arg(workspace().join(script))
+        .args(args)
+        .args(["http", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the server");
+    let log = Log::spawn(child.stderr.take().expect("piped"), "[http-server]");
+    log.wait_for(&format!("listening on 127.0.0.1:{port}"), WAIT)
+        .await;
+    HttpServer {
+        child,
+        port,
+        _log: log,
+    }
+}
+
+/// Every SDK's server over streamable HTTP, each in its era: the Python SDK 2.3 server and the
+/// TypeScript SDK 2.4 one (only 2026-07-28) are opened with `server/discover`, the TypeScript
+/// SDK 1.32 one with `initialize` (it answers the probe `-32001`, as a server of the handshake
+/// era does); each is listed and called, and the probe after a timed-out call is the one its
+/// protocol has — `ping` to the 1.32 server, `server/discover` to the others — answered, so the
+/// timeout is the tool's and the server stays closed.
+pub async fn every_sdk_server_is_reached_over_http_in_its_era() {
+    let python = crate::support::python().unwrap_or_else(|why| skip(&why));
+    let node = crate::support::node().unwrap_or_else(|why| skip(&why));
+    let py = http_server(python, "integrations/servers/python/server.py", &[]).await;
+    let ts = http_server(node, "integrations/servers/typescript/server.mjs", &[]).await;
+    let ts2 = HttpServer::ts2(&[]).await;
+    let config = json!({
+        "mcpServers": {"py": {"url": py.url()}, "ts": {"url": ts.url()}, "ts2": {"url": ts2.url()}},
+        "health": {"timeoutSeconds": 1},
+    });
+    let gw = Gateway::http(&config, &[]).await;
+    all_connected(&gw).await;
+    let (client, _) = rmcp_http(gw.port).await;
+    let names = list(&client).await;
+    for (s, opening, probe) in [
+        ("py", "server/discover", "server/discover"),
+        ("ts", "initialize", "ping"),
+        ("ts2", "server/discover", "server/discover"),
+    ] {
+        assert!(names.iter().any(|n| *n == format!("{s}__ok")), "{names:?}");
+        let r = call(&client, &format!("{s}__needs_int"), json!({"n": 2}))
+            .await
+            .expect("a result");
+        assert_eq!(text(&r), "twice 2 is 4", "{s}");
+        let before = seen(&client, s).await;
+        assert_eq!(seen_count(&before, "methods", opening), 1, "{s}: {before}");
+        let r = call(&client, &format!("{s}__hang"), json!({}))
+            .await
+            .expect("a result");
+        assert!(
+            text(&r).contains("did not answer within 1.0 s"),
+            "{s}: {}",
+            text(&r)
+        );
+        let after = seen(&client, s).await;
+        assert_eq!(
+            seen_count(&after, "methods", probe),
+            seen_count(&before, "methods", probe) + 1,
+            "{s}: one {probe} after the timeout: {after}"
+        );
+        let other = if probe == "ping" {
+            "server/discover"
+        } else {
+            "ping"
+        };
+        assert_eq!(
+            seen_count(&after, "methods", other),
+            seen_count(&before, "methods", other),
+            "{s}: no {other}: {after}"
+        );
+        assert_eq!(server(&gw, s).await["breaker"], "closed", "{s}");
+        let (_, doc) = http(gw.port, "GET", &format!("/v1/tools/{s}__hang"), &[], "").await;
+        assert_eq!(doc["calls"]["failure"], 1, "the tool's timeout: {doc}");
+    }
+    drop((py, ts, ts2));
 }

@@ -564,30 +564,46 @@ async fn http_server(program: std::path::PathBuf, script: &str, args: &[&str]) -
     }
 }
 
-/// Every SDK's server over streamable HTTP, each in its era: the Python SDK 2.3 server and the
-/// TypeScript SDK 2.4 one (only 2026-07-28) are opened with `server/discover`, the TypeScript
-/// SDK 1.32 one with `initialize` (it answers the probe `-32001`, as a server of the handshake
-/// era does); each is listed and called, and the probe after a timed-out call is the one its
-/// protocol has — `ping` to the 1.32 server, `server/discover` to the others — answered, so the
-/// timeout is the tool's and the server stays closed.
-pub async fn every_sdk_server_is_reached_over_http_in_its_era() {
+/// Every SDK's server, over stdio and over streamable HTTP, each in its era: the Python SDK
+/// 2.3 server and the TypeScript SDK 2.4 one (only 2026-07-28) are opened with
+/// `server/discover`; the Python SDK 1.30 server and the TypeScript SDK 1.32 one with
+/// `initialize`, after they answered the probe with an error (`-32602`, `-32001`: servers of
+/// the handshake era); each is listed and called, and the probe after a timed-out call is the
+/// one its protocol has — `server/discover` to the first two, `ping` to the others — answered,
+/// so the timeout is the tool's and the server stays closed.
+pub async fn every_sdk_server_is_reached_in_its_era_over_stdio_and_http() {
     let python = crate::support::python().unwrap_or_else(|why| skip(&why));
+    let python1 = crate::support::python1().unwrap_or_else(|why| skip(&why));
     let node = crate::support::node().unwrap_or_else(|why| skip(&why));
-    let py = http_server(python, "integrations/servers/python/server.py", &[]).await;
+    let py_script = "integrations/servers/python/server.py";
+    let py = http_server(python, py_script, &[]).await;
+    let py1 = http_server(python1, py_script, &[]).await;
     let ts = http_server(node, "integrations/servers/typescript/server.mjs", &[]).await;
     let ts2 = HttpServer::ts2(&[]).await;
+    let stdio = |r: Result<Value, String>| r.unwrap_or_else(|why| skip(&why));
     let config = json!({
-        "mcpServers": {"py": {"url": py.url()}, "ts": {"url": ts.url()}, "ts2": {"url": ts2.url()}},
+        "mcpServers": {
+            "pys": stdio(upstream::python()), "pyh": {"url": py.url()},
+            "py1s": stdio(upstream::python1()), "py1h": {"url": py1.url()},
+            "tss": stdio(upstream::typescript()), "tsh": {"url": ts.url()},
+            "ts2s": stdio(upstream::typescript2(&[])), "ts2h": {"url": ts2.url()},
+        },
         "health": {"timeoutSeconds": 1},
     });
     let gw = Gateway::http(&config, &[]).await;
     all_connected(&gw).await;
     let (client, _) = rmcp_http(gw.port).await;
     let names = list(&client).await;
-    for (s, opening, probe) in [
-        ("py", "server/discover", "server/discover"),
-        ("ts", "initialize", "ping"),
-        ("ts2", "server/discover", "server/discover"),
+    const DISCOVER: &str = "server/discover";
+    for (s, modern) in [
+        ("pys", true),
+        ("pyh", true),
+        ("py1s", false),
+        ("py1h", false),
+        ("tss", false),
+        ("tsh", false),
+        ("ts2s", true),
+        ("ts2h", true),
     ] {
         assert!(names.iter().any(|n| *n == format!("{s}__ok")), "{names:?}");
         let r = call(&client, &format!("{s}__needs_int"), json!({"n": 2}))
@@ -595,7 +611,14 @@ pub async fn every_sdk_server_is_reached_over_http_in_its_era() {
             .expect("a result");
         assert_eq!(text(&r), "twice 2 is 4", "{s}");
         let before = seen(&client, s).await;
-        assert_eq!(seen_count(&before, "methods", opening), 1, "{s}: {before}");
+        if modern {
+            assert_eq!(seen_count(&before, "methods", DISCOVER), 1, "{s}: {before}");
+            assert_eq!(
+                seen_count(&before, "methods", "initialize"),
+                0,
+                "{s}: {before}"
+            );
+        }
         let r = call(&client, &format!("{s}__hang"), json!({}))
             .await
             .expect("a result");
@@ -605,16 +628,16 @@ pub async fn every_sdk_server_is_reached_over_http_in_its_era() {
             text(&r)
         );
         let after = seen(&client, s).await;
+        let (probe, other) = if modern {
+            (DISCOVER, "ping")
+        } else {
+            ("ping", DISCOVER)
+        };
         assert_eq!(
             seen_count(&after, "methods", probe),
             seen_count(&before, "methods", probe) + 1,
             "{s}: one {probe} after the timeout: {after}"
         );
-        let other = if probe == "ping" {
-            "server/discover"
-        } else {
-            "ping"
-        };
         assert_eq!(
             seen_count(&after, "methods", other),
             seen_count(&before, "methods", other),
@@ -624,5 +647,5 @@ pub async fn every_sdk_server_is_reached_over_http_in_its_era() {
         let (_, doc) = http(gw.port, "GET", &format!("/v1/tools/{s}__hang"), &[], "").await;
         assert_eq!(doc["calls"]["failure"], 1, "the tool's timeout: {doc}");
     }
-    drop((py, ts, ts2));
+    drop((py, py1, ts, ts2));
 }

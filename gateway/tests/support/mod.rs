@@ -173,6 +173,33 @@ pub fn python() -> Result<PathBuf, String> {
     }
 }
 
+/// The SDK's 1.x line (`FastMCP`, the handshake era only) the gateway's tests pin.
+pub const PYTHON_SDK_1: &str = "1.30.0";
+
+/// The Python with the MCP SDK's 1.x line (`target/mcp/venv1`), or why there is none.
+pub fn python1() -> Result<PathBuf, String> {
+    let program = std::env::var_os("TOOL_HEALTH_MCP_PYTHON1")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("mcp/venv1/bin/python"));
+    let out = std::process::Command::new(&program)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('mcp'))",
+        ])
+        .output();
+    match out {
+        Ok(o)
+            if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == PYTHON_SDK_1 =>
+        {
+            Ok(program)
+        }
+        _ => Err(format!(
+            "no Python with the MCP SDK {PYTHON_SDK_1} at {} (bash scripts/mcp_sdks.sh, or set TOOL_HEALTH_MCP_PYTHON1)",
+            program.display()
+        )),
+    }
+}
+
 /// `node` with the TypeScript SDK installed in `integrations/servers/typescript`, or why not.
 pub fn node() -> Result<PathBuf, String> {
     let ok = std::process::Command::new("node")
@@ -245,6 +272,15 @@ pub mod upstream {
     /// The Python SDK fixture server over stdio.
     pub fn python() -> Result<Value, String> {
         let py = super::python()?;
+        Ok(json!({
+            "command": py.display().to_string(),
+            "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],
+        }))
+    }
+
+    /// The Python SDK fixture server on the SDK's 1.x line (the handshake era) over stdio.
+    pub fn python1() -> Result<Value, String> {
+        let py = super::python1()?;
         Ok(json!({
             "command": py.display().to_string(),
             "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::process::ExitStatus;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use http::{HeaderName, HeaderValue};
@@ -34,13 +35,24 @@ const STDERR_DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How a connection opens: `server/discover` first (MCP 2026-07-28, whose servers may know no
 /// `initialize` at all), and the `initialize` handshake of 2025-11-25 when the server answers
-/// the probe as a server of the handshake era does (an error: `-32601`, "not initialized").
-/// rmcp's auto mode: a server that does not answer the probe within 10 s is taken for one of
-/// the handshake era too (within the connect timeout).
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+/// the probe as a server of the handshake era does (an error: `-32601`, `-32602`, "not
+/// initialized"). rmcp's auto mode: a server that does not answer the probe within 10 s is
+/// taken for one of the handshake era too (within the connect timeout).
+///
+/// `initialize`: open with `initialize` alone, no probe — the attempt after one that failed in
+/// auto mode (a server of the handshake era may end at any request before `initialize`, as
+/// servers built on rmcp before its 2026-07-28 support do, or answer the probe with something
+/// that is no JSON-RPC error), and every attempt after a connection that landed in the handshake
+/// era (a restart needs no probe). An attempt that fails flips it back: a server changed in
+/// place to speak only 2026-07-28 is reached at the next attempt.
+fn lifecycle(initialize: bool) -> ClientLifecycleMode {
+    if initialize {
+        ClientLifecycleMode::Initialize
+    } else {
+        ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        }
     }
 }
 
@@ -173,6 +185,7 @@ impl Upstream {
         };
         let config = self.config();
         let timeout = config.settings.connect_timeout;
+        let initialize = self.opens_with_initialize.load(Ordering::Relaxed);
         let result = match &config.launch {
             Launch::Stdio {
                 command,
@@ -190,7 +203,10 @@ impl Upstream {
                 let mut group = spawned.group;
                 let handshake = tokio::time::timeout(
                     timeout,
-                    handler.serve_with_lifecycle((spawned.stdout, spawned.stdin), lifecycle()),
+                    handler.serve_with_lifecycle(
+                        (spawned.stdout, spawned.stdin),
+                        lifecycle(initialize),
+                    ),
                 )
                 .await;
                 match handshake {
@@ -262,7 +278,7 @@ impl Upstream {
                 let shown = redact_url(url);
                 match tokio::time::timeout(
                     timeout,
-                    handler.serve_with_lifecycle(transport, lifecycle()),
+                    handler.serve_with_lifecycle(transport, lifecycle(initialize)),
                 )
                 .await
                 {
@@ -281,6 +297,16 @@ impl Upstream {
                 }
             }
         };
+        // Which opening the next attempt uses (see `lifecycle`).
+        let next = match &result {
+            Ok(c) => c
+                .running
+                .peer()
+                .peer_info()
+                .is_some_and(|info| info.protocol_version.has_initialize()),
+            Err(_) => !initialize,
+        };
+        self.opens_with_initialize.store(next, Ordering::Relaxed);
         result.map_err(|e| self.masked(&crate::names::printable(&e, 1_000)))
     }
 }

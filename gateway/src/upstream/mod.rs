@@ -100,6 +100,9 @@ pub(crate) struct Upstream {
     listing: AtomicBool,
     /// A listing succeeded at least once.
     listed_ok: AtomicBool,
+    /// The next connection opens with `initialize` alone, not `server/discover` first
+    /// (`connect.rs`).
+    opens_with_initialize: AtomicBool,
     /// The calls in flight whose host asked for progress.
     pub(crate) progress: Arc<ProgressRoutes>,
     /// Calls and listings under way on a connection (a restart or a removal drains them).
@@ -213,6 +216,7 @@ impl Upstream {
             listed: watch::channel(Listed::default()).0,
             listing: AtomicBool::new(false),
             listed_ok: AtomicBool::new(false),
+            opens_with_initialize: AtomicBool::new(false),
             progress: Arc::default(),
             busy: InFlight::default(),
             relaunch: tokio::sync::Notify::new(),

@@ -56,6 +56,7 @@ fn main() {
             trial("protocol::tools_list_tells_2026_07_28_hosts_how_long_it_stays_as_it_is", protocol::tools_list_tells_2026_07_28_hosts_how_long_it_stays_as_it_is),
             trial("protocol::a_request_whose_headers_disagree_with_its_body_is_refused", protocol::a_request_whose_headers_disagree_with_its_body_is_refused),
             trial("protocol::every_sdk_server_is_reached_in_its_era_over_stdio_and_http", protocol::every_sdk_server_is_reached_in_its_era_over_stdio_and_http),
+            trial("protocol::a_server_that_ends_at_the_discover_probe_is_opened_with_initialize_next", protocol::a_server_that_ends_at_the_discover_probe_is_opened_with_initialize_next),
             trial("protocol::a_2026_07_28_host_that_closes_its_stream_leaves_nothing_in_the_log", protocol::a_2026_07_28_host_that_closes_its_stream_leaves_nothing_in_the_log),
             trial("lifecycle::nothing_of_a_stdio_upstream_outlives_it", lifecycle::nothing_of_a_stdio_upstream_outlives_it),
             trial("lifecycle::sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not", lifecycle::sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not),

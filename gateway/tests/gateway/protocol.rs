@@ -649,3 +649,56 @@ pub async fn every_sdk_server_is_reached_in_its_era_over_stdio_and_http() {
     }
     drop((py, py1, ts, ts2));
 }
+
+/// A server of the handshake era that ends at any request before `initialize` (as servers built
+/// on rmcp before its 2026-07-28 support do: here the Python SDK 1.30 server behind a launcher
+/// that exits when the first line is `server/discover`) costs one attempt: the next one opens
+/// with `initialize` alone, and so does every one after it once it connected so — a restart
+/// of it needs no probe.
+pub async fn a_server_that_ends_at_the_discover_probe_is_opened_with_initialize_next() {
+    let python1 = crate::support::python1().unwrap_or_else(|why| skip(&why));
+    let script = r#"IFS= read -r first || exit 1
+case "$first" in
+  *'"server/discover"'*) echo "this server ends at any request before initialize" >&2; exit 1 ;;
+esac
+{ printf '%s\n' "$first"; exec cat; } | exec "$0" "$1" stdio"#;
+    let config = json!({
+        "mcpServers": {"old": {
+            "command": "sh",
+            "args": ["-c", script, python1.display().to_string(),
+                     workspace().join("integrations/servers/python/server.py").display().to_string()],
+        }},
+        "health": {"restart": {"initialBackoffSeconds": 0.2}},
+    });
+    let gw = Gateway::http(&config, &[]).await;
+    all_connected(&gw).await;
+    let ended = "exited before completing the MCP handshake";
+    assert_eq!(
+        gw.log.text().matches(ended).count(),
+        1,
+        "one attempt ended at the probe:\n{}",
+        gw.log.text()
+    );
+    let (client, _) = rmcp_http(gw.port).await;
+    assert_eq!(
+        text(&call(&client, "old__ok", json!({})).await.unwrap()),
+        "fine"
+    );
+    let pid = server(&gw, "old").await["pid"].as_u64().expect("a pid");
+    crate::support::kill(pid);
+    eventually("started again", WAIT, || async {
+        let s = server(&gw, "old").await;
+        (s["connected"] == true && s["pid"].as_u64() != Some(pid)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        gw.log.text().matches(ended).count(),
+        1,
+        "the restart opened with initialize at once:\n{}",
+        gw.log.text()
+    );
+    assert_eq!(
+        text(&call(&client, "old__ok", json!({})).await.unwrap()),
+        "fine"
+    );
+}

@@ -389,7 +389,7 @@ pub async fn a_request_whose_headers_disagree_with_its_body_is_refused() {
     );
     const V: (&str, &str) = ("MCP-Protocol-Version", "2026-07-28");
     const CALL: (&str, &str) = ("Mcp-Method", "tools/call");
-    let refused: [(&[(&str, &str)], &String, &str); 8] = [
+    let refused: [(Headers<'_>, &String, &str); 8] = [
         (
             &[V, ("Mcp-Method", "tools/list"), ("Mcp-Name", "rs__ok")],
             &ok,
@@ -442,6 +442,9 @@ pub async fn a_request_whose_headers_disagree_with_its_body_is_refused() {
         "only the agreeing requests reached the server: {seen}"
     );
 }
+
+/// Headers of a request, `(name, value)`.
+type Headers<'a> = &'a [(&'a str, &'a str)];
 
 /// A POST of `body` to `/mcp` with `headers` (and a JSON body's content type and accept):
 /// the status and the one JSON-RPC message answered.

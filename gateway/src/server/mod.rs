@@ -15,9 +15,6 @@
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
 pub(crate) mod gone;
-pub(crate) mod notify;
-pub(crate) mod progress;
-pub(crate) mod served;
 pub(crate) mod stdio;
 
 use std::sync::Arc;

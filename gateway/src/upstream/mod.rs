@@ -58,8 +58,8 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 
 use crate::config::{Launch, Secrets, ServerConfig};
 use crate::names;
-use crate::server::notify::Hosts;
-use crate::server::progress::ProgressRoutes;
+use crate::notify::Hosts;
+use crate::progress::ProgressRoutes;
 
 pub(crate) use freshness::Freshness;
 use listing::Listed;

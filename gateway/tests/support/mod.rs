@@ -477,6 +477,15 @@ impl Gateway {
     }
 }
 
+/// `Some` when every server of a `/v1/servers` answer is connected (for [`eventually`]).
+pub fn every_server_connected(answer: &Value) -> Option<()> {
+    answer["servers"]
+        .as_array()?
+        .iter()
+        .all(|s| s["connected"] == true)
+        .then_some(())
+}
+
 /// Waits until `check` returns `Some`, asking every 50 ms, at most `timeout`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where

@@ -4,7 +4,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `initialize`, `server/discover`, `ping` | rmcp's, with the gateway's info: tools with `listChanged` |
-//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now |
+//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now; to MCP 2026-07-28 hosts with `ttlMs` the time to the next change foreseen (`upstream/freshness.rs`) |
 //! | `tools/call` | through the upstream's `ToolHealthClient`; a name that is no gateway tool is `-32602` and reaches nothing |
 //! | `subscriptions/listen` | `toolsListChanged` accepted (MCP 2026-07-28 hosts) |
 //! | resources, prompts, completion | declined: `-32601` saying the gateway serves tools only |
@@ -14,17 +14,18 @@
 //! them through would need a second naming scheme (URIs of several servers in one space) for
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
+pub(crate) mod gone;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -101,11 +102,25 @@ impl ServerHandler for GatewayServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.gw.upstreams();
         upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
-        Ok(ListToolsResult::with_all_items(upstreams.list().await))
+        let mut result = ListToolsResult::with_all_items(upstreams.list().await);
+        // MCP 2026-07-28's caching hints, for the hosts of that protocol (`freshness.rs`).
+        if context
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize())
+        {
+            let fresh = upstreams.freshness();
+            result.ttl_ms = Some(fresh.ttl_ms());
+            result.cache_scope = Some(if fresh.public {
+                CacheScope::Public
+            } else {
+                CacheScope::Private
+            });
+        }
+        Ok(result)
     }
 
     async fn call_tool(
@@ -186,6 +201,14 @@ impl ServerHandler for GatewayServer {
         }
     }
 
+    /// A gateway tool as its server last listed it: rmcp checks a 2026-07-28 host's
+    /// `Mcp-Param-*` headers against the arguments its `x-mcp-header` annotations name (HTTP
+    /// 400, `-32020`, when they disagree).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let (server, _) = names::split(name).ok()?;
+        self.gw.upstreams().get(server)?.listed_tool(name)
+    }
+
     /// A request rmcp could not read as any MCP method: a standard method whose params do not
     /// fit (`-32602`, saying what does not fit), or an unknown method (`-32601`).
     async fn on_custom_request(
@@ -233,11 +256,11 @@ impl ServerHandler for GatewayServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
+            gone::ended(&context).await;
             return Ok(());
         }
         let id = self.gw.hosts.add_listen(context.sink().clone());
-        context.cancelled().await;
+        gone::ended(&context).await;
         self.gw.hosts.remove(id);
         Ok(())
     }

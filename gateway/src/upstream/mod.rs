@@ -17,6 +17,8 @@
 //! | `set.rs` | the set of upstreams and their supervisors, changed by a reload |
 //! | `reload.rs` | one upstream's part of a reload: new settings live, a new launch restarted, removal; the drain of calls under way |
 //! | `connect.rs` | one connection: a child process or an HTTP endpoint, and the handshake |
+//! | `listen.rs` | a MCP 2026-07-28 server's changes, on the `subscriptions/listen` stream the gateway opens |
+//! | `freshness.rs` | how long its part of a host's list stays as it is (`ttlMs`, `cacheScope`) |
 //! | `process.rs` | a stdio upstream's process group, stopped gently and whole |
 //! | `stderr.rs` | its stderr: to the log at DEBUG, the last lines kept for `last_error` |
 //! | `http.rs` | an HTTP upstream's client, watched for a lost or expired session |
@@ -29,7 +31,9 @@
 //! wait.
 
 mod connect;
+mod freshness;
 mod http;
+mod listen;
 mod listing;
 mod process;
 mod reload;
@@ -57,6 +61,7 @@ use crate::names;
 use crate::notify::Hosts;
 use crate::progress::ProgressRoutes;
 
+pub(crate) use freshness::Freshness;
 use listing::Listed;
 pub(crate) use listing::LIST_WAIT;
 use reload::InFlight;
@@ -95,6 +100,9 @@ pub(crate) struct Upstream {
     listing: AtomicBool,
     /// A listing succeeded at least once.
     listed_ok: AtomicBool,
+    /// The next connection opens with `initialize` alone, not `server/discover` first
+    /// (`connect.rs`).
+    opens_with_initialize: AtomicBool,
     /// The calls in flight whose host asked for progress.
     pub(crate) progress: Arc<ProgressRoutes>,
     /// Calls and listings under way on a connection (a restart or a removal drains them).
@@ -208,6 +216,7 @@ impl Upstream {
             listed: watch::channel(Listed::default()).0,
             listing: AtomicBool::new(false),
             listed_ok: AtomicBool::new(false),
+            opens_with_initialize: AtomicBool::new(false),
             progress: Arc::default(),
             busy: InFlight::default(),
             relaunch: tokio::sync::Notify::new(),

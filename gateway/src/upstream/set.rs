@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tool_health::ToolHealthRegistry;
 
-use super::{supervise::supervise, Phase, Upstream, LIST_WAIT};
+use super::{supervise::supervise, Freshness, Phase, Upstream, LIST_WAIT};
 use crate::config::{Diff, Secrets, ServerConfig};
 use crate::notify::Hosts;
 
@@ -56,6 +56,15 @@ impl Upstreams {
         let lists =
             futures_util::future::join_all(self.by_name.values().map(|u| u.list(LIST_WAIT))).await;
         lists.into_iter().flatten().collect()
+    }
+
+    /// How long the list [`list`](Self::list) answered stays as it is, and who may keep it
+    /// (`freshness.rs`).
+    pub(crate) fn freshness(&self) -> Freshness {
+        self.by_name
+            .values()
+            .map(|u| u.freshness())
+            .fold(Freshness::default(), Freshness::and)
     }
 }
 

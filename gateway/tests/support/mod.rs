@@ -143,12 +143,28 @@ pub fn gateway_bin() -> &'static str {
 /// The pinned SDK releases (`integrations/servers/`).
 pub const PYTHON_SDK: &str = "2.3.0";
 pub const TYPESCRIPT_SDK: &str = "1.32.2";
+/// `@modelcontextprotocol/server` and `@modelcontextprotocol/client` (MCP 2026-07-28).
+pub const TYPESCRIPT_SDK_2: &str = "2.4.0";
 
 /// The Python with the MCP SDK, or why there is none.
 pub fn python() -> Result<PathBuf, String> {
-    let program = std::env::var_os("TOOL_HEALTH_MCP_PYTHON")
+    sdk_python("TOOL_HEALTH_MCP_PYTHON", "mcp/venv", PYTHON_SDK)
+}
+
+/// The SDK's 1.x line (`FastMCP`, the handshake era only) the gateway's tests pin.
+pub const PYTHON_SDK_1: &str = "1.30.0";
+
+/// The Python with the MCP SDK's 1.x line (`target/mcp/venv1`), or why there is none.
+pub fn python1() -> Result<PathBuf, String> {
+    sdk_python("TOOL_HEALTH_MCP_PYTHON1", "mcp/venv1", PYTHON_SDK_1)
+}
+
+/// The Python `var` names (else the venv `venv` under the target directory) when its `mcp` is
+/// `version`, or why not.
+fn sdk_python(var: &str, venv: &str, version: &str) -> Result<PathBuf, String> {
+    let program = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("mcp/venv/bin/python"));
+        .unwrap_or_else(|| target_dir().join(venv).join("bin/python"));
     let out = std::process::Command::new(&program)
         .args([
             "-c",
@@ -156,16 +172,16 @@ pub fn python() -> Result<PathBuf, String> {
         ])
         .output();
     match out {
-        Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == PYTHON_SDK => {
+        Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == version => {
             Ok(program)
         }
         Ok(o) if o.status.success() => Err(format!(
-            "{} has mcp {}, the tests pin {PYTHON_SDK} (bash scripts/mcp_sdks.sh)",
+            "{} has mcp {}, the tests pin {version} (bash scripts/mcp_sdks.sh)",
             program.display(),
             String::from_utf8_lossy(&o.stdout).trim()
         )),
         _ => Err(format!(
-            "no Python with the MCP SDK at {} (bash scripts/mcp_sdks.sh, or set TOOL_HEALTH_MCP_PYTHON)",
+            "no Python with the MCP SDK {version} at {} (bash scripts/mcp_sdks.sh, or set {var})",
             program.display()
         )),
     }
@@ -197,6 +213,36 @@ pub fn node() -> Result<PathBuf, String> {
     }
 }
 
+/// `node` with the TypeScript SDK 2.x installed in `integrations/servers/typescript-2`, or
+/// why not.
+pub fn node2() -> Result<PathBuf, String> {
+    node()?;
+    let dir =
+        workspace().join("integrations/servers/typescript-2/node_modules/@modelcontextprotocol");
+    for package in ["server", "client"] {
+        let manifest = dir.join(package).join("package.json");
+        let version = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_owned));
+        match version {
+            Some(v) if v == TYPESCRIPT_SDK_2 => {}
+            Some(v) => {
+                return Err(format!(
+                    "{} is {v}, the tests pin {TYPESCRIPT_SDK_2} (bash scripts/mcp_sdks.sh)",
+                    manifest.display()
+                ))
+            }
+            None => {
+                return Err(
+                    "the TypeScript SDK 2.x is not installed (bash scripts/mcp_sdks.sh)".into(),
+                )
+            }
+        }
+    }
+    Ok(PathBuf::from("node"))
+}
+
 /// Upstream config entries.
 pub mod upstream {
     use super::*;
@@ -217,6 +263,29 @@ pub mod upstream {
             "command": py.display().to_string(),
             "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],
         }))
+    }
+
+    /// The Python SDK fixture server on the SDK's 1.x line (the handshake era) over stdio.
+    pub fn python1() -> Result<Value, String> {
+        let py = super::python1()?;
+        Ok(json!({
+            "command": py.display().to_string(),
+            "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],
+        }))
+    }
+
+    /// The TypeScript SDK 2.x fixture server over stdio, speaking only MCP 2026-07-28
+    /// (`legacy: 'reject'`), with `args` before its transport.
+    pub fn typescript2(args: &[&str]) -> Result<Value, String> {
+        let node = super::node2()?;
+        let mut all = vec![workspace()
+            .join("integrations/servers/typescript-2/server.mjs")
+            .display()
+            .to_string()];
+        all.extend(["--legacy", "reject"].iter().map(|a| (*a).to_owned()));
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all.push("stdio".to_owned());
+        Ok(json!({"command": node.display().to_string(), "args": all}))
     }
 
     /// The TypeScript SDK fixture server over stdio.
@@ -406,6 +475,15 @@ impl Gateway {
         )
         .await
     }
+}
+
+/// `Some` when every server of a `/v1/servers` answer is connected (for [`eventually`]).
+pub fn every_server_connected(answer: &Value) -> Option<()> {
+    answer["servers"]
+        .as_array()?
+        .iter()
+        .all(|s| s["connected"] == true)
+        .then_some(())
 }
 
 /// Waits until `check` returns `Some`, asking every 50 ms, at most `timeout`.

@@ -410,11 +410,10 @@ impl SpanCore {
         };
         let registry = &self.registry;
         if self.feed == Feed::InProcess {
-            let marked = hook::take_layer_recorded(
-                registry.address(),
-                hook::tool_hash(tool),
-                registry.now(),
-            );
+            let marked =
+                hook::take_layer_recorded(registry.address(), hook::tool_hash(tool), || {
+                    registry.now()
+                });
             if marked || span.get_key(self.span_keys.gate_decision()).is_some() || recorded(tool) {
                 // The layer just handled this very call (it closed the tracing span this one
                 // was bridged from), or bound a gate decision to it, or a feed's caller
@@ -635,6 +634,9 @@ impl SpanCore {
 
     /// Records the waiting calls that are due.
     fn flush_due(&self) {
+        if self.late.is_idle() && self.nested.is_idle() {
+            return; // nothing waits: no clock to read
+        }
         let now = self.registry.now();
         for table in [&self.late, &self.nested] {
             if table.is_idle() {

@@ -178,13 +178,18 @@ pub(crate) fn mark_layer_recorded(registry: usize, tool: &str, now: Duration) {
     let _ = LAYER_RECORDED.try_with(|c| c.set(Some((registry, hash, now))));
 }
 
-/// Whether the layer just recorded this call (and forgets it: one skip per record).
+/// Whether the layer just recorded this call (and forgets it: one skip per record). `now` is
+/// read only when the layer left a mark of this call on this thread.
 #[cfg_attr(not(feature = "span-feed"), allow(dead_code))]
-pub(crate) fn take_layer_recorded(registry: usize, tool: u64, now: Duration) -> bool {
+pub(crate) fn take_layer_recorded(
+    registry: usize,
+    tool: u64,
+    now: impl FnOnce() -> Duration,
+) -> bool {
     LAYER_RECORDED
         .try_with(|c| match c.get() {
             Some((r, t, at))
-                if r == registry && t == tool && now.saturating_sub(at) <= SAME_CLOSE =>
+                if r == registry && t == tool && now().saturating_sub(at) <= SAME_CLOSE =>
             {
                 c.set(None);
                 true

@@ -46,6 +46,18 @@
 //! `tool_health.gate.decision` is skipped too), after it has taken in its nested spans (an MCP
 //! client span inside it), so they are skipped with it.
 //!
+//! # Spans read on demand
+//!
+//! A source whose spans keep their attributes in a map of their own (the Python package's:
+//! a `ReadableSpan`'s dict) need not copy a span into a [`FinishedSpan`]: it implements
+//! [`SpanSource`] and calls [`SpanFeed::on_end_source`], and the feed asks for what it needs,
+//! in the order a decision needs it — the span's name, scope and the few attributes that decide
+//! whether it can be a tool span at all (most spans of an agent are not, and cost only that),
+//! then the keys the matched convention reads, then its status, times and events. Attributes
+//! are asked by key, each key with its place in [`SpanFeed::attribute_keys`], so a source looks
+//! them up with key objects it made once. Reading a span this way allocates nothing in the
+//! feed after a tool's first call (`tests/span_feed_alloc.rs`).
+//!
 //! # Time
 //!
 //! A call is recorded by its span's own times, mapped onto the registry's clock (the span's
@@ -68,7 +80,11 @@ use std::time::SystemTime;
 use crate::infer::classify::OutcomeClassifier;
 use crate::infer::conventions::Convention;
 use crate::infer::feed_options::FeedOptions;
-use crate::infer::span_core::{self, Arrival, Attributes, EventView, SpanCore, SpanView, Val};
+use crate::infer::span_core::{
+    self, Attributes, EventView, Key, Keys, SpanCore, SpanView, Timing, Val,
+};
+use crate::infer::span_keys::SpanKeys;
+use crate::infer::text::Text;
 use crate::registry::ToolHealthRegistry;
 
 /// A finished span, in the neutral shape the inference reads (OpenTelemetry's data model).
@@ -214,29 +230,28 @@ impl From<bool> for AttributeValue<'_> {
 }
 
 /// The text of an [`AttributeValue::Other`], as the inference's `Debug` reading takes it.
-struct Text<'s>(&'s str);
+struct OtherText<'s>(&'s str);
 
-impl fmt::Debug for Text<'_> {
+impl fmt::Debug for OtherText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0)
     }
 }
 
-fn each(attributes: &[(Cow<'_, str>, AttributeValue<'_>)], f: &mut dyn FnMut(&str, Val<'_>)) {
-    for (k, v) in attributes {
-        match v {
-            AttributeValue::Str(s) => f(k, Val::Str(s)),
-            AttributeValue::I64(i) => f(k, Val::I64(*i)),
-            AttributeValue::F64(x) => f(k, Val::F64(*x)),
-            AttributeValue::Bool(b) => f(k, Val::Bool(*b)),
-            AttributeValue::Other(s) => f(k, Val::Other(&Text(s))),
-        }
+/// Visits `k` = `v` as the inference reads a pair.
+fn visit(k: &str, v: &AttributeValue<'_>, f: &mut dyn FnMut(&str, Val<'_>)) {
+    match v {
+        AttributeValue::Str(s) => f(k, Val::Str(s)),
+        AttributeValue::I64(i) => f(k, Val::I64(*i)),
+        AttributeValue::F64(x) => f(k, Val::F64(*x)),
+        AttributeValue::Bool(b) => f(k, Val::Bool(*b)),
+        AttributeValue::Other(s) => f(k, Val::Other(&OtherText(s))),
     }
 }
 
-fn get<'s>(attributes: &'s [(Cow<'_, str>, AttributeValue<'_>)], key: &str) -> Option<Val<'s>> {
-    let (_, v) = attributes.iter().find(|(k, _)| k == key)?;
-    Some(match v {
+/// A value as the inference's `get` answers it.
+fn got<'s>(v: &'s AttributeValue<'_>) -> Val<'s> {
+    match v {
         AttributeValue::Str(s) => Val::Str(s),
         AttributeValue::I64(i) => Val::I64(*i),
         AttributeValue::F64(x) => Val::F64(*x),
@@ -244,7 +259,18 @@ fn get<'s>(attributes: &'s [(Cow<'_, str>, AttributeValue<'_>)], key: &str) -> O
         // A `get` is asked for names, decisions and markers: an opaque value is present, with
         // the text as a plain string.
         AttributeValue::Other(s) => Val::Str(s),
-    })
+    }
+}
+
+fn each(attributes: &[(Cow<'_, str>, AttributeValue<'_>)], f: &mut dyn FnMut(&str, Val<'_>)) {
+    for (k, v) in attributes {
+        visit(k, v, f);
+    }
+}
+
+fn get<'s>(attributes: &'s [(Cow<'_, str>, AttributeValue<'_>)], key: &str) -> Option<Val<'s>> {
+    let (_, v) = attributes.iter().find(|(k, _)| k == key)?;
+    Some(got(v))
 }
 
 impl Attributes for SpanEvent<'_> {
@@ -291,16 +317,130 @@ impl SpanView for FinishedSpan<'_> {
         self.end
     }
     fn status(&self) -> span_core::SpanStatus {
-        match self.status {
-            SpanStatus::Error => span_core::SpanStatus::Error,
-            SpanStatus::Ok => span_core::SpanStatus::Ok,
-            SpanStatus::Unset => span_core::SpanStatus::Unset,
-        }
+        core_status(self.status)
     }
     fn events(&self, f: &mut dyn FnMut(&dyn EventView)) {
         for event in &self.events {
             f(event);
         }
+    }
+}
+
+/// A finished span the feed reads on demand ([`SpanFeed::on_end_source`]): for a source whose
+/// spans live elsewhere and keep their attributes in a map (a Python span), so that nothing is
+/// copied and only what a decision needs is read (see the [module docs](self#spans-read-on-demand)).
+///
+/// Each method is asked at most a few times per span, and only when needed: a span that can be
+/// no tool call is asked for its name, its scope and a few attributes; a tool span for the
+/// attributes its convention reads, its status and times, then its events; the ids only when a
+/// claim, a nested call or a late verdict needs them.
+pub trait SpanSource {
+    /// The span's name.
+    fn name(&self) -> &str;
+    /// The instrumentation scope's name (the tracer's name).
+    fn scope(&self) -> &str;
+    /// The first value of the attribute `key` — the key at place `index` of the feed's
+    /// [`attribute_keys`](SpanFeed::attribute_keys) —, or `None` when the span has none. The
+    /// feed asks only for keys of that table. Texts are lent from the span
+    /// (`Cow::Borrowed`): an owned text is read where a convention reads a field's value, but
+    /// where the feed keeps a text while it decides (the span's `target`) it counts as empty.
+    fn attribute(&self, index: usize, key: &str) -> Option<AttributeValue<'_>>;
+    /// The span's id (the 8 bytes big-endian); 0 when unknown.
+    fn span_id(&self) -> u64;
+    /// The parent span's id; 0 for a root span.
+    fn parent_id(&self) -> u64;
+    /// When it started (wall clock).
+    fn start(&self) -> SystemTime;
+    /// When it ended (wall clock).
+    fn end(&self) -> SystemTime;
+    /// Its status.
+    fn status(&self) -> SpanStatus;
+    /// Calls `f` with each of its events, in order.
+    fn events(&self, f: &mut dyn FnMut(&SpanEvent<'_>));
+    /// Whether the caller has a call of `tool` in flight where this span ends (its context),
+    /// which it records itself: a tool span of `tool` is then part of that call, and is
+    /// skipped (as [`SpanFeed::on_end_within`]'s `open`). Asked only of a tool span, with its
+    /// tool; none by default.
+    fn call_open(&self, tool: &str) -> bool {
+        let _ = tool;
+        false
+    }
+}
+
+/// A [`SpanSource`] as the span core sees a span: attributes by key.
+struct Source<'s> {
+    span: &'s dyn SpanSource,
+    keys: &'s SpanKeys,
+}
+
+impl Attributes for Source<'_> {
+    fn each(&self, f: &mut dyn FnMut(&str, Val<'_>)) {
+        for (index, key) in self.keys.names().enumerate() {
+            if let Some(v) = self.span.attribute(index, key) {
+                visit(key, &v, f);
+            }
+        }
+    }
+    fn get(&self, key: &str) -> Option<Val<'_>> {
+        let index = self.keys.index_of(key)?;
+        self.get_key(Key { index, name: key })
+    }
+    fn get_key(&self, key: Key<'_>) -> Option<Val<'_>> {
+        // A borrowed value stays borrowed from the source; an owned one (a number) is copied.
+        match self.span.attribute(key.index, key.name)? {
+            AttributeValue::Str(Cow::Borrowed(s)) | AttributeValue::Other(Cow::Borrowed(s)) => {
+                Some(Val::Str(s))
+            }
+            AttributeValue::I64(i) => Some(Val::I64(i)),
+            AttributeValue::F64(x) => Some(Val::F64(x)),
+            AttributeValue::Bool(b) => Some(Val::Bool(b)),
+            // An owned text cannot outlive this call: present, read as no text.
+            AttributeValue::Str(Cow::Owned(_)) | AttributeValue::Other(Cow::Owned(_)) => {
+                Some(Val::Str(""))
+            }
+        }
+    }
+    fn each_of(&self, keys: Keys<'_>, f: &mut dyn FnMut(&str, Val<'_>)) {
+        for key in keys.iter() {
+            if let Some(v) = self.span.attribute(key.index, key.name) {
+                visit(key.name, &v, f);
+            }
+        }
+    }
+}
+
+impl SpanView for Source<'_> {
+    fn name(&self) -> &str {
+        self.span.name()
+    }
+    fn scope(&self) -> &str {
+        self.span.scope()
+    }
+    fn span_id(&self) -> u64 {
+        self.span.span_id()
+    }
+    fn parent_id(&self) -> u64 {
+        self.span.parent_id()
+    }
+    fn start(&self) -> SystemTime {
+        self.span.start()
+    }
+    fn end(&self) -> SystemTime {
+        self.span.end()
+    }
+    fn status(&self) -> span_core::SpanStatus {
+        core_status(self.span.status())
+    }
+    fn events(&self, f: &mut dyn FnMut(&dyn EventView)) {
+        self.span.events(&mut |event| f(event));
+    }
+}
+
+fn core_status(status: SpanStatus) -> span_core::SpanStatus {
+    match status {
+        SpanStatus::Error => span_core::SpanStatus::Error,
+        SpanStatus::Ok => span_core::SpanStatus::Ok,
+        SpanStatus::Unset => span_core::SpanStatus::Unset,
     }
 }
 
@@ -366,9 +506,65 @@ impl SpanFeed {
     /// the call's own (to annotate it with `tool_health.gate.decision`, as the layer does).
     pub fn tool_name(&self, span: &FinishedSpan<'_>) -> Option<String> {
         let core = &self.core;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.tool_name_of(span)))
-            .ok()
-            .flatten()
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core.tool_name_of(span).map(|t| t.as_str().to_owned())
+        }))
+        .ok()
+        .flatten()
+    }
+
+    /// Whether `span` (finished or live, read on demand) is a call of `tool` by the
+    /// conventions — [`tool_name`](Self::tool_name)'s question, with nothing copied. Nothing is
+    /// recorded or counted.
+    pub fn is_call_of(&self, span: &dyn SpanSource, tool: &str) -> bool {
+        let core = &self.core;
+        let view = Source {
+            span,
+            keys: core.attribute_keys(),
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core.tool_name_of(&view).is_some_and(|t| t == tool)
+        }))
+        .unwrap_or(false)
+    }
+
+    /// [`tool_name`](Self::tool_name) of a span read on demand.
+    pub fn tool_name_of(&self, span: &dyn SpanSource) -> Option<String> {
+        let core = &self.core;
+        let view = Source {
+            span,
+            keys: core.attribute_keys(),
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core.tool_name_of(&view).map(|t| t.as_str().to_owned())
+        }))
+        .ok()
+        .flatten()
+    }
+
+    /// Every attribute key this feed may ask a [`SpanSource`] for, each once, in the order of
+    /// their places (the `index` of [`SpanSource::attribute`]). Fixed when the feed is built.
+    pub fn attribute_keys(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.core.attribute_keys().names()
+    }
+
+    /// [`on_end`](Self::on_end) for a span read on demand (see [`SpanSource`]): a span that
+    /// can be no tool call is asked only for its name, scope and a few attributes; a tool span
+    /// of a tool the source says has a call open where it ends ([`SpanSource::call_open`]) is
+    /// part of that call, and is skipped. Never panics.
+    pub fn on_end_source(&self, span: &dyn SpanSource) {
+        let core = &self.core;
+        let view = Source {
+            span,
+            keys: core.attribute_keys(),
+        };
+        let claims = &self.claims;
+        let recorded =
+            |tool: &str| claims.is_claimed(|| span.span_id(), tool) || span.call_open(tool);
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core.on_end_skipping(&view, Timing::OwnTimes, &recorded)
+        }));
+        claims.release(|| span.span_id());
     }
 
     /// The caller gated a call of `tool` inside the span `span_id` (the current span when it
@@ -385,61 +581,79 @@ impl SpanFeed {
     /// tools in flight where it ends (its context): a tool span of one of them is part of that
     /// call, and is skipped.
     pub fn on_end_within(&self, span: &FinishedSpan<'_>, open: &[&str]) {
-        let claimed = self.claims.take(span.span_id);
-        let recorded = |tool: &str| claimed.iter().any(|c| &**c == tool) || open.contains(&tool);
+        let claims = &self.claims;
+        let recorded =
+            |tool: &str| claims.is_claimed(|| span.span_id, tool) || open.contains(&tool);
         let core = &self.core;
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // By the span's own times, as the receiver records: a span that started after a
             // cooldown ended is the probe, so spans alone bring a tool back.
-            let arrival = Arrival::now(core.registry());
-            core.on_end_skipping(span, Some(&arrival), &recorded)
+            core.on_end_skipping(span, Timing::OwnTimes, &recorded)
         }));
+        claims.release(|| span.span_id);
     }
 }
 
 /// How many [`SpanFeed::claim`]s a feed keeps at most.
 pub const MAX_CLAIMS: usize = 1024;
 
-/// The claims: (span id, tool), oldest first. One relaxed load while there are none.
+/// The claims: (span id, tool), oldest first. One relaxed load while there are none; the
+/// tools' names in recycled buffers and the list's room kept, so a claim allocates nothing
+/// once the list has grown to its usual size.
 #[derive(Debug, Default)]
 struct Claims {
     any: AtomicBool,
-    list: Mutex<VecDeque<(u64, Box<str>)>>,
+    list: Mutex<VecDeque<(u64, Text)>>,
 }
 
 impl Claims {
     fn add(&self, span_id: u64, tool: &str) {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        if list.iter().any(|(id, t)| *id == span_id && &**t == tool) {
+        if list.iter().any(|(id, t)| *id == span_id && t == tool) {
             return; // many calls of one tool inside one span: one claim
         }
         if list.len() >= MAX_CLAIMS {
             list.pop_front();
         }
-        list.push_back((span_id, tool.into()));
+        list.push_back((span_id, Text::new(tool)));
         // Relaxed: a span ends after the claim made inside it, on the same thread or through
         // the SDK's own synchronisation, which orders this store before the load.
         self.any.store(true, Ordering::Relaxed);
     }
 
-    /// Every claim on `span_id` (calls of several tools may have been gated inside it).
-    fn take(&self, span_id: u64) -> Vec<Box<str>> {
-        if span_id == 0 || !self.any.load(Ordering::Relaxed) {
-            return Vec::new();
+    /// Whether a claim may wait (one relaxed load).
+    fn any(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
+    }
+
+    /// Whether a call of `tool` was claimed on the span `span_id` (read only when a claim
+    /// waits: calls of several tools may have been gated inside one span).
+    fn is_claimed(&self, span_id: impl FnOnce() -> u64, tool: &str) -> bool {
+        if !self.any() {
+            return false;
+        }
+        let span_id = span_id();
+        if span_id == 0 {
+            return false;
+        }
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.iter().any(|(id, t)| *id == span_id && t == tool)
+    }
+
+    /// The span `span_id` ended: its claims go.
+    fn release(&self, span_id: impl FnOnce() -> u64) {
+        if !self.any() {
+            return;
+        }
+        let span_id = span_id();
+        if span_id == 0 {
+            return;
         }
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut taken = Vec::new();
-        list.retain(|(id, tool)| {
-            let keep = *id != span_id;
-            if !keep {
-                taken.push(tool.clone());
-            }
-            keep
-        });
+        list.retain(|(id, _)| *id != span_id);
         if list.is_empty() {
             self.any.store(false, Ordering::Relaxed);
         }
-        taken
     }
 }
 

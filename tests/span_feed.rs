@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tool_health::span_feed::{AttributeValue, FinishedSpan, SpanEvent, SpanFeed, SpanStatus};
+use tool_health::span_feed::{
+    AttributeValue, FinishedSpan, SpanEvent, SpanFeed, SpanSource, SpanStatus,
+};
 use tool_health::{BreakerState, CircuitBreakerConfig, ManualClock, ToolHealthRegistry};
 
 fn registry(failure_threshold: u32) -> (ManualClock, Arc<ToolHealthRegistry>) {
@@ -388,4 +390,94 @@ fn spans_alone_bring_a_tool_back_after_its_cooldown() {
     feed.on_end(&execute_tool("search", Duration::from_millis(5), &[]));
     assert_eq!(registry.breaker_state("search"), BreakerState::Closed);
     assert_eq!(calls(&registry, "search"), (2, 3, 0, 0));
+}
+
+/// A span read on demand (how the Python package hands in its spans), counting the attribute
+/// lookups asked of it.
+struct Lazy<'a> {
+    name: &'a str,
+    scope: &'a str,
+    attributes: &'a [(&'a str, AttributeValue<'a>)],
+    lookups: std::cell::Cell<usize>,
+}
+
+impl SpanSource for Lazy<'_> {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn scope(&self) -> &str {
+        self.scope
+    }
+    fn attribute(&self, _index: usize, key: &str) -> Option<AttributeValue<'_>> {
+        self.lookups.set(self.lookups.get() + 1);
+        let (_, v) = self.attributes.iter().find(|(k, _)| *k == key)?;
+        Some(v.clone())
+    }
+    fn span_id(&self) -> u64 {
+        3
+    }
+    fn parent_id(&self) -> u64 {
+        0
+    }
+    fn start(&self) -> SystemTime {
+        SystemTime::now()
+    }
+    fn end(&self) -> SystemTime {
+        SystemTime::now()
+    }
+    fn status(&self) -> SpanStatus {
+        SpanStatus::Unset
+    }
+    fn events(&self, _f: &mut dyn FnMut(&SpanEvent<'_>)) {}
+}
+
+#[test]
+fn a_span_read_on_demand_is_asked_only_what_decides() {
+    let (_clock, registry) = registry(3);
+    let feed = SpanFeed::new(registry.clone());
+    let keys: Vec<&str> = feed.attribute_keys().collect();
+    assert!(keys.contains(&"gen_ai.tool.name") && keys.contains(&"tool.name"));
+    // A model span with many attributes: the feed asks for the target keys and the keys that
+    // match a convention, never for the span's own.
+    let many: Vec<(String, AttributeValue<'static>)> = (0..50)
+        .map(|i| {
+            (
+                format!("llm.input_messages.{i}.message.content"),
+                "x".into(),
+            )
+        })
+        .collect();
+    let attributes: Vec<(&str, AttributeValue<'_>)> =
+        many.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let span = Lazy {
+        name: "chat gpt-5",
+        scope: "openinference.instrumentation.openai",
+        attributes: &attributes,
+        lookups: Default::default(),
+    };
+    feed.on_end_source(&span);
+    assert!(
+        span.lookups.get() <= 12,
+        "asked {} keys",
+        span.lookups.get()
+    );
+    assert_eq!(registry.tracked_tools(), 0);
+    // A tool span: read as a FinishedSpan would be.
+    let tool = [
+        (
+            "gen_ai.operation.name",
+            AttributeValue::from("execute_tool"),
+        ),
+        ("gen_ai.tool.name", AttributeValue::from("search")),
+        ("error.type", AttributeValue::from("timeout")),
+    ];
+    let span = Lazy {
+        name: "execute_tool search",
+        scope: "pydantic-ai",
+        attributes: &tool,
+        lookups: Default::default(),
+    };
+    assert!(feed.is_call_of(&span, "search") && !feed.is_call_of(&span, "fetch"));
+    feed.on_end_source(&span);
+    assert_eq!(calls(&registry, "search"), (0, 1, 0, 0));
 }

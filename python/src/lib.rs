@@ -7,8 +7,10 @@
 //! | `errors.rs` | `SettingError`, `Refused`, `InvalidToolName`: the crate's errors as Python exceptions |
 //! | `settings.rs` | Python numbers into the crate's settings, each checked with its field and range |
 //! | `registry.rs` | `Registry` (the gate, records, reads, controls), `Permit`, `ManualClock` |
+//! | `call.rs` | `ToolCall`: the call helper (`registry.call(tool)`, `with` and `async with`) |
 //! | `snapshot.rs` | `Snapshot`: one tool's `ToolHealthSnapshot` |
-//! | `feed.rs` | `SpanFeed`: an OpenTelemetry Python span into `tool_health::span_feed` |
+//! | `span.rs` | `PySpan`: an OpenTelemetry Python span read on demand (the crate's `SpanSource`) |
+//! | `feed.rs` | `SpanFeed`: OpenTelemetry Python spans into `tool_health::span_feed` |
 //! | `fleet.rs` | `join_fleet`, `Fleet`: fleet mode over Valkey/Redis (feature `fleet`) |
 //! | `metrics.rs` | `publish_metrics`: the crate's instruments, measured into an OpenTelemetry Python meter |
 //!
@@ -18,6 +20,7 @@
 
 use pyo3::prelude::*;
 
+mod call;
 mod errors;
 mod feed;
 #[cfg(feature = "fleet")]
@@ -26,6 +29,7 @@ mod metrics;
 mod registry;
 mod settings;
 mod snapshot;
+mod span;
 
 /// The extension module. Its types are `Sync` (an `Arc` of the lock-free registry, atomics):
 /// safe without the GIL, so free-threaded interpreters keep it off.
@@ -47,6 +51,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::Registry>()?;
     m.add_class::<registry::Permit>()?;
     m.add_class::<registry::ManualClock>()?;
+    m.add_class::<call::ToolCall>()?;
+    m.add_function(wrap_pyfunction!(call::check_timeout, m)?)?;
     m.add_class::<snapshot::Snapshot>()?;
     m.add_class::<feed::SpanFeed>()?;
     m.add_class::<metrics::MetricSource>()?;

@@ -16,6 +16,7 @@ use tool_health::{
     CallOutcome, CallReport, CircuitBreakerConfig, GateDecision, ToolHealthRegistry,
 };
 
+use crate::call::ToolCall;
 use crate::errors;
 use crate::settings;
 use crate::snapshot::Snapshot;
@@ -25,13 +26,16 @@ use crate::snapshot::Snapshot;
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub(crate) inner: Arc<ToolHealthRegistry>,
+    /// A span feed (the span processor) was made on this registry: the call helper then looks
+    /// for its `_feed` (one relaxed load on every call until then).
+    pub(crate) fed: AtomicBool,
 }
 
 /// Proof of admission: the call may be made; record its outcome through it, once.
 #[pyclass(module = "tool_health", frozen)]
 #[derive(Debug)]
 pub(crate) struct Permit {
-    permit: tool_health::Permit,
+    pub(crate) permit: tool_health::Permit,
     tool: Py<PyString>,
     /// The registry's clock when the gate admitted the call.
     start: Duration,
@@ -119,6 +123,43 @@ fn outcome(name: &str) -> PyResult<CallOutcome> {
 }
 
 impl Registry {
+    /// The call helper's gate: a permit, or `Refused` / `InvalidToolName` raised.
+    pub(crate) fn begin(&self, tool: &Bound<'_, PyString>) -> PyResult<Permit> {
+        let name = tool.to_str()?;
+        match self.inner.try_check(name) {
+            Ok(GateDecision::Allowed(p) | GateDecision::Probe(p)) => Ok(self.permit(tool, p)),
+            Ok(GateDecision::Refused { retry_after }) => {
+                Err(errors::refused(tool.py(), name, retry_after))
+            }
+            Err(e) => Err(errors::invalid_name(tool.py(), e)),
+        }
+    }
+
+    /// The call helper's record (see `_finish`): returns the outcome recorded.
+    pub(crate) fn finish(
+        &self,
+        permit: &Bound<'_, Permit>,
+        outcome: &str,
+        error_type: Option<&str>,
+        timeout: Option<f64>,
+    ) -> PyResult<&'static str> {
+        let p = self.take(permit.get())?;
+        let tool = p.tool.bind(permit.py()).to_str()?;
+        if outcome == "unrecorded" {
+            let _ = self.inner.release(tool, p.permit);
+            return Ok("unrecorded");
+        }
+        let mut o = self::outcome(outcome)?;
+        let d = self.inner.now().saturating_sub(p.start);
+        let mut error_type = error_type;
+        if o == CallOutcome::Success && timeout.is_some_and(|t| d.as_secs_f64() > t) {
+            o = CallOutcome::Failure;
+            error_type = Some(tool_health::layer::TIMEOUT_ERROR_TYPE);
+        }
+        self.report(tool, p, o, d, error_type);
+        Ok(o.as_str())
+    }
+
     fn permit(&self, tool: &Bound<'_, PyString>, permit: tool_health::Permit) -> Permit {
         Permit {
             permit,
@@ -228,6 +269,7 @@ impl Registry {
         let inner = builder.try_build().map_err(|e| errors::from_setting(&e))?;
         Ok(Self {
             inner: Arc::new(inner),
+            fed: AtomicBool::new(false),
         })
     }
 
@@ -301,15 +343,26 @@ impl Registry {
     }
 
     /// The call helper's gate: a permit, or `Refused` / `InvalidToolName` raised.
-    fn _begin(&self, py: Python<'_>, tool: &Bound<'_, PyString>) -> PyResult<Permit> {
-        let name = tool.to_str()?;
-        match self.inner.try_check(name) {
-            Ok(GateDecision::Allowed(p) | GateDecision::Probe(p)) => Ok(self.permit(tool, p)),
-            Ok(GateDecision::Refused { retry_after }) => {
-                Err(errors::refused(py, name, retry_after))
-            }
-            Err(e) => Err(errors::invalid_name(py, e)),
-        }
+    fn _begin(&self, tool: &Bound<'_, PyString>) -> PyResult<Permit> {
+        self.begin(tool)
+    }
+
+    /// One call of `tool` as a context manager (`with` or `async with`): gated on entry
+    /// (`Refused` raised when the breaker refuses it), recorded on exit.
+    ///
+    /// `timeout` (seconds): in `async with` the body is cancelled at the deadline and
+    /// `asyncio.TimeoutError` raised; a sync body cannot be cut off, so one that overran is
+    /// recorded as a failure when it ends. Either way a timeout is a failure of the tool
+    /// (`error.type` = `timeout`). `classify` says how an exception counts.
+    #[pyo3(signature = (tool, timeout = None, classify = None))]
+    fn call(
+        slf: &Bound<'_, Self>,
+        tool: Bound<'_, PyString>,
+        timeout: Option<Bound<'_, PyAny>>,
+        classify: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<ToolCall> {
+        let timeout = settings::timeout(timeout)?;
+        Ok(ToolCall::new(slf, tool, timeout, classify))
     }
 
     /// The call helper's record: the duration from the permit's admission on the registry's
@@ -324,22 +377,7 @@ impl Registry {
         error_type: Option<&str>,
         timeout: Option<f64>,
     ) -> PyResult<&'static str> {
-        let p = self.take(permit.get())?;
-        let py = permit.py();
-        let tool = p.tool.bind(py).to_str()?;
-        if outcome == "unrecorded" {
-            let _ = self.inner.release(tool, p.permit);
-            return Ok("unrecorded");
-        }
-        let mut o = self::outcome(outcome)?;
-        let d = self.inner.now().saturating_sub(p.start);
-        let mut error_type = error_type;
-        if o == CallOutcome::Success && timeout.is_some_and(|t| d.as_secs_f64() > t) {
-            o = CallOutcome::Failure;
-            error_type = Some(tool_health::layer::TIMEOUT_ERROR_TYPE);
-        }
-        self.report(tool, p, o, d, error_type);
-        Ok(o.as_str())
+        self.finish(permit, outcome, error_type, timeout)
     }
 
     /// One tool's stats and breaker, or `None` for a tool never seen.

@@ -52,6 +52,30 @@ fn number(value: &Bound<'_, PyAny>, field: &str, allowed: &str) -> PyResult<f64>
     value.extract::<f64>().or(Ok(f64::INFINITY))
 }
 
+/// A call's deadline: its seconds, and the value as given (a timeout's message shows it as
+/// Python does: `5` or `5.0`).
+#[derive(Debug)]
+pub(crate) struct Timeout {
+    pub(crate) seconds: f64,
+    pub(crate) value: Py<PyAny>,
+}
+
+/// A call's `timeout`: `None`, or a finite number of seconds above 0.
+pub(crate) fn timeout(value: Option<Bound<'_, PyAny>>) -> PyResult<Option<Timeout>> {
+    const ALLOWED: &str = "None, or a finite number of seconds above 0";
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    let seconds = number(&value, "timeout", ALLOWED)?;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(setting("timeout", repr(&value), ALLOWED));
+    }
+    Ok(Some(Timeout {
+        seconds,
+        value: value.unbind(),
+    }))
+}
+
 /// An integer for `field` from `min` to `max`.
 pub(crate) fn integer(value: &Bound<'_, PyAny>, field: &str, min: u64, max: u64) -> PyResult<u64> {
     let allowed = format!("an integer from {min} to {max}");

@@ -455,3 +455,40 @@ def test_extreme_values_never_panic(clock: th.ManualClock) -> None:
                     pass
     with pytest.raises(th.SettingError):
         th.Registry().record_success("t", 1e20)
+
+
+def test_the_call_helper_is_one_rust_object_with_its_state_after_the_block(registry: th.Registry) -> None:
+    call = registry.call("t")
+    assert isinstance(call, th.ToolCall) and call.tool == "t"
+    assert call.permit is None and call.outcome is None and not call.is_probe
+    with call as entered:
+        assert entered is call and call.permit is not None
+    assert (call.outcome, call.timed_out) == ("success", False)
+    # The permit was recorded through: a second record is refused.
+    permit = call.permit
+    assert permit is not None
+    with pytest.raises(ValueError, match="recorded already"):
+        registry.record("t", permit, "success")
+    # Made directly, as `registry.call` makes it; the timeout is checked the same way.
+    with th.ToolCall(registry, "u", 5) as direct:
+        pass
+    assert direct.outcome == "success"
+    for bad in (0, -1, math.inf, True, "5"):
+        with pytest.raises(th.SettingError, match="timeout"):
+            registry.call("t", timeout=bad)
+        with pytest.raises(th.SettingError, match="timeout"):
+            th.ToolCall(registry, "t", bad)
+    assert counts(registry, "t")[0] == 1 and counts(registry, "u")[0] == 1
+
+
+def test_async_with_gives_the_call_and_records_a_classified_exception(registry: th.Registry) -> None:
+    async def main() -> th.ToolCall:
+        with pytest.raises(KeyError):
+            async with registry.call("t", classify=lambda e: "caller_error") as call:
+                assert call.tool == "t" and call.permit is not None
+                raise KeyError("a bad argument")
+        return call
+
+    call = asyncio.run(main())
+    assert call.outcome == "ignored"
+    assert counts(registry, "t")[2] == 1

@@ -5,6 +5,7 @@ counts as the Rust receiver's tests), and one record when the call helper sees t
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 
 import pytest
@@ -284,3 +285,100 @@ def test_the_processor_alone_brings_a_tool_back(registry: th.Registry, clock: th
     with execute_tool(tracer, "search"):
         pass
     assert registry.breaker_state("search") == "closed"
+
+
+# --- what the processor reads of a span -----------------------------------------------------
+
+
+class Watched(Mapping[str, object]):
+    """Attributes that record each key looked up and refuse to be walked: the processor must
+    ask by key, never read a span whole."""
+
+    def __init__(self, values: dict[str, object]) -> None:
+        self._values = values
+        self.asked: list[str] = []
+
+    def __getitem__(self, key: str) -> object:
+        self.asked.append(key)
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        raise AssertionError("the processor walked the attributes")
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class WatchedSpan:
+    """A finished span (public attributes only, as any SDK-compatible span object) that records
+    which of its fields were read."""
+
+    def __init__(self, name: str, scope: str, attributes: dict[str, object]) -> None:
+        self.read: set[str] = set()
+        self._fields: dict[str, object] = {
+            "name": name,
+            "instrumentation_scope": InstrumentationScope(scope),
+            "attributes": Watched(attributes),
+            "status": Status(StatusCode.OK),
+            "events": (),
+            "context": SpanContext(1, 0x42, False),
+            "parent": None,
+            "start_time": 1_000_000_000,
+            "end_time": 1_040_000_000,
+        }
+
+    def __getattr__(self, field: str) -> object:
+        if field.startswith("_"):
+            raise AttributeError(field)  # no SDK slots: the public fields
+        self.read.add(field)
+        return self._fields[field]
+
+    @property
+    def asked(self) -> list[str]:
+        attributes = self._fields["attributes"]
+        assert isinstance(attributes, Watched)
+        return attributes.asked
+
+
+def test_a_span_that_can_be_no_tool_call_is_asked_a_few_keys_and_nothing_else(registry: th.Registry) -> None:
+    processor = th.ToolHealthSpanProcessor(registry)
+    attributes: dict[str, object] = {f"llm.input_messages.{i}.message.content": "x" * 100 for i in range(50)}
+    attributes["gen_ai.operation.name"] = "chat"
+    span = WatchedSpan("chat gpt-5", "pydantic-ai", attributes)
+    processor.on_end(span)  # type: ignore[arg-type]
+    # The target and the keys that would make it some convention's tool span: no status,
+    # events, ids or times, and none of the span's own attributes.
+    assert span.read == {"name", "instrumentation_scope", "attributes"}
+    assert len(span.asked) <= 10 and not any(k.startswith("llm.") for k in span.asked)
+    assert registry.tracked_tools == 0
+
+
+def test_a_tool_span_is_read_by_the_keys_its_convention_reads(registry: th.Registry) -> None:
+    processor = th.ToolHealthSpanProcessor(registry)
+    span = WatchedSpan(
+        "execute_tool search",
+        "pydantic-ai",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.arguments": '{"query": "rust"}',
+            "gen_ai.tool.call.result": "results",
+        },
+    )
+    processor.on_end(span)  # type: ignore[arg-type]
+    asked = set(span.asked)
+    assert {"gen_ai.tool.name", "gen_ai.operation.name", "error.type"} <= asked
+    assert not asked & {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}
+    assert len(span.asked) == len(asked), "each key asked once"
+    # No claim and no nested call: the ids are not needed.
+    assert "context" not in span.read and "parent" not in span.read
+    assert counts(registry) == {"search": (1, 0, 0)}
+
+
+def test_a_name_that_is_not_utf8_is_read_with_replacement_characters(registry: th.Registry) -> None:
+    p, _ = provider(registry)
+    with pytest.raises(RuntimeError):
+        with execute_tool(p.get_tracer("t"), "se\ud800arch"):
+            raise RuntimeError("x")
+    # The lone surrogate's three bytes, each replaced (as before the reading on demand).
+    assert counts(registry) == {"se\ufffd\ufffd\ufffdarch": (0, 1, 0)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._call import Classify, ErrorClass, Registry, ToolCall
+from ._call import Classify, ErrorClass, Registry
 from ._core import (
     REFUSAL_MESSAGE,
     InvalidToolName,
@@ -30,6 +30,7 @@ from ._core import (
     SettingError,
     Snapshot,
     SpanFeed,
+    ToolCall,
 )
 
 try:

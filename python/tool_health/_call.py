@@ -1,13 +1,18 @@
 """The call helper: one tool call wrapped — gate, timeout, outcome, cancellation.
 
-`registry.call(tool)` is a context manager (sync ``with`` and ``async with``) and
-`registry.tool(name)` a decorator for ``def`` and ``async def`` functions. Both gate the call
+`registry.call(tool)` is a context manager (sync ``with`` and ``async with``: `ToolCall`, in
+Rust) and `registry.tool(name)` a decorator for ``def`` and ``async def`` functions. Both gate the call
 (raising `Refused` when the breaker refuses it), time it on the registry's clock, and record
 its outcome through the permit: a return is a success, an exception a failure unless
 ``classify`` says otherwise, a cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``)
 is recorded as cancelled and gives a probe back at once, a timeout is a failure
 (``error.type`` = ``timeout``). The exception is always re-raised: the helper records, it never
 swallows.
+
+What is Python by nature lives here and `ToolCall` calls it only when a call needs it: the
+classification of an exception (`_classified`, with the application's ``classify``), the asyncio
+deadline (`_Deadline`) and the bookkeeping with OpenTelemetry's current span (`_enter_feed`,
+when a span processor is attached).
 """
 
 from __future__ import annotations
@@ -19,11 +24,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar, overload
 
 from . import _core
-from ._core import Permit, Refused
+from ._core import Refused, ToolCall
 from ._types import Outcome
 
 if TYPE_CHECKING:
@@ -126,18 +130,6 @@ def _setting_error(field: str, found: object, allowed: str) -> _core.SettingErro
     return error
 
 
-def _check_timeout(timeout: float | None) -> None:
-    ok = timeout is None or (
-        isinstance(timeout, (int, float))
-        and not isinstance(timeout, bool)
-        and 0 < timeout < float("inf")
-    )
-    if not ok:
-        raise _setting_error(
-            "timeout", timeout, "None, or a finite number of seconds above 0"
-        )
-
-
 def _claim(feed: SpanFeed, tool: str, decision: str) -> None:
     """Tells the span processor that this call is the helper's to record, when an
     OpenTelemetry span is current: the processor skips that span if it ends as a tool span of
@@ -151,141 +143,37 @@ def _claim(feed: SpanFeed, tool: str, decision: str) -> None:
     if not span.is_recording():
         return
     feed.claim(span.get_span_context().span_id, tool)
-    if feed.tool_name(span) == tool:
+    if feed.is_call_of(span, tool):
         span.set_attribute("tool_health.gate.decision", decision)
         if decision == "refused":
             span.set_attribute("error.type", "circuit_breaker_open")
 
 
-class ToolCall:
-    """One call of one tool: a context manager, sync (``with``) or async (``async with``).
+def _enter_feed(
+    feed: SpanFeed, registry: Registry, tool: str, decision: str
+) -> Token[tuple[str, ...]] | None:
+    """A `ToolCall`'s span bookkeeping when a span processor is attached (`decision`: the
+    gate's, "allowed", "probe" or "refused"): the current span claimed, and — for an admitted
+    call — the call marked open in this context, so that spans of this tool ending inside it
+    are part of it. Returns the mark's token (the call resets it when it ends)."""
+    _claim(feed, tool, decision)
+    var = registry._open
+    if decision == "refused" or var is None:
+        return None
+    return var.set((*var.get(), tool))
 
-    After the block: `outcome` is what was recorded ("success", "failure", "ignored",
-    "cancelled" or "unrecorded"), `timed_out` whether the call overran its timeout.
-    """
 
-    __slots__ = (
-        "_registry",
-        "_tool",
-        "_timeout",
-        "_classify",
-        "_feed",
-        "_open",
-        "_deadline",
-        "permit",
-        "outcome",
-        "timed_out",
-    )
-
-    def __init__(
-        self,
-        registry: Registry,
-        tool: str,
-        timeout: float | None = None,
-        classify: Classify | None = None,
-    ) -> None:
-        self._registry = registry
-        self._tool = tool
-        self._timeout = timeout
-        self._classify = classify
-        self._feed: SpanFeed | None = registry._feed
-        self._open: Token[tuple[str, ...]] | None = None
-        self._deadline: _Deadline | None = None
-        self.permit: Permit | None = None
-        self.outcome: str | None = None
-        self.timed_out = False
-
-    @property
-    def tool(self) -> str:
-        """The tool's name."""
-        return self._tool
-
-    @property
-    def is_probe(self) -> bool:
-        """Whether this call holds the breaker's single probe."""
-        return self.permit is not None and self.permit.is_probe
-
-    def _gate(self) -> None:
-        feed = self._feed
-        try:
-            self.permit = self._registry._begin(self._tool)
-        except Refused:
-            if feed is not None:
-                _claim(feed, self._tool, "refused")
-            raise
-        if feed is not None:
-            _claim(feed, self._tool, "probe" if self.permit.is_probe else "allowed")
-            # Spans of this tool that end inside the call are part of it.
-            var = self._registry._open
-            if var is not None:
-                self._open = var.set((*var.get(), self._tool))
-
-    def _settle(self, exc: BaseException | None, timed_out: bool = False) -> None:
-        token, self._open = self._open, None
-        if token is not None:
-            token.var.reset(token)
-        permit = self.permit
-        if permit is None:
-            return
-        if timed_out:
-            outcome: Outcome | Literal["unrecorded"] = "failure"
-            error_type: str | None = "timeout"
-        elif exc is None:
-            outcome, error_type = "success", None
-        else:
-            outcome, error_type = _classified(exc, self._classify)
-        # A sync call cannot be cut off: one that overran its timeout is a failure.
-        timeout = self._timeout if exc is None and not timed_out else None
-        self.outcome = self._registry._finish(permit, outcome, error_type, timeout)
-        self.timed_out = timed_out or (outcome == "success" and self.outcome == "failure")
-
-    def __enter__(self) -> ToolCall:
-        if self._feed is None:
-            self.permit = self._registry._begin(self._tool)
-        else:
-            self._gate()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Literal[False]:
-        if exc is None and self._timeout is None and self._open is None and self.permit is not None:
-            # The common case in two calls: a success, no timeout, no span bookkeeping.
-            self.outcome = self._registry._finish(self.permit, "success")
-            return False
-        self._settle(exc)
-        return False
-
-    async def __aenter__(self) -> ToolCall:
-        self._gate()
-        if self._timeout is not None:
-            self._deadline = _Deadline(self._timeout)
-            self._deadline.arm()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Literal[False]:
-        deadline, self._deadline = self._deadline, None
-        if deadline is not None and deadline.disarm(exc):
-            # Our own deadline cancelled the body: a timeout, the tool's failure.
-            self._settle(exc, timed_out=True)
-            raise asyncio.TimeoutError(
-                f"tool {self._tool!r} timed out after {self._timeout} s"
-            ) from exc
-        self._settle(exc)
-        return False
+async def _ready(value: R) -> R:
+    """An awaitable already done: what `ToolCall.__aenter__` and ``__aexit__`` return (the
+    gate and the record never wait; awaiting a coroutine that returns at once costs no
+    ``StopIteration``)."""
+    return value
 
 
 class _Deadline:
     """Cancels the current task at a deadline, and tells its own cancellation apart from
-    any other (``asyncio.timeout`` on 3.11+, the same by hand on 3.10)."""
+    any other (``asyncio.timeout`` on 3.11+, the same by hand on 3.10). An ``async with``
+    `ToolCall` with a timeout arms one on entry and disarms it on exit."""
 
     __slots__ = ("_delay", "_task", "_handle", "_fired", "_cancelling")
 
@@ -325,7 +213,8 @@ class _Deadline:
 
 
 class Registry(_core.Registry):
-    """Per-tool health stats and circuit breakers: the Rust registry, with the call helper.
+    """Per-tool health stats and circuit breakers: the Rust registry, with the call helper
+    (``registry.call(tool)``, Rust's `ToolCall`, and the ``registry.tool`` decorator).
 
     ``Registry(failure_threshold=3, recovery=30.0, probe_timeout=30.0, tools=None,
     max_tools=10_000, *, max_name_len=256, clock=None)``: every setting is checked, a
@@ -334,24 +223,6 @@ class Registry(_core.Registry):
 
     _feed: SpanFeed | None = None
     _open: ContextVar[tuple[str, ...]] | None = None
-
-    def call(
-        self,
-        tool: str,
-        timeout: float | None = None,
-        classify: Classify | None = None,
-    ) -> ToolCall:
-        """One call of `tool` as a context manager (``with`` or ``async with``): gated on
-        entry (`Refused` raised when the breaker refuses it), recorded on exit.
-
-        `timeout` (seconds): in ``async with`` the body is cancelled at the deadline and
-        `asyncio.TimeoutError` raised; a sync body cannot be cut off, so one that overran is
-        recorded as a failure when it ends. Either way a timeout is a failure of the tool
-        (``error.type`` = ``timeout``). `classify` says how an exception counts.
-        """
-        if timeout is not None:
-            _check_timeout(timeout)
-        return ToolCall(self, tool, timeout, classify)
 
     @overload
     def tool(self, name: Callable[P, R], /) -> Callable[P, R]: ...
@@ -400,7 +271,7 @@ class Registry(_core.Registry):
         if on_refusal not in ("raise", "return"):
             raise _setting_error("on_refusal", on_refusal, '"raise" or "return"')
         soft = on_refusal == "return"
-        _check_timeout(timeout)
+        _core._check_timeout(timeout)
 
         def decorate(func: Callable[..., object]) -> Callable[..., object]:
             tool = name if name is not None else func.__name__

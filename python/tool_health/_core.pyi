@@ -1,7 +1,8 @@
 # The extension module tool_health._core (Rust, PyO3): the tool-health crate's registry,
 # breakers and span inference. Applications import from `tool_health`, which re-exports these.
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
+from types import TracebackType
 from typing import Final, Literal, final
 
 from typing_extensions import Self, disjoint_base
@@ -11,6 +12,7 @@ REFUSAL_MESSAGE: Final[str]
 DEFAULT_MAX_TOOLS: Final[int]
 DEFAULT_MAX_NAME_LEN: Final[int]
 
+from ._call import Classify
 from ._types import BreakerState, FleetStatus, HealthStatus, Outcome
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "SettingError",
     "Snapshot",
     "SpanFeed",
+    "ToolCall",
+    "_check_timeout",
     "join_fleet",
     "metric_sources",
 ]
@@ -154,6 +158,11 @@ class Registry:
     ) -> None:
         """Records a call admitted with `permit` (once per permit)."""
     def _begin(self, tool: str) -> Permit: ...
+    def call(
+        self, tool: str, timeout: float | None = None, classify: Classify | None = None
+    ) -> ToolCall:
+        """One call of `tool` as a context manager (``with`` or ``async with``): gated on
+        entry (`Refused` raised when the breaker refuses it), recorded on exit."""
     def _finish(
         self,
         permit: Permit,
@@ -180,6 +189,52 @@ class Registry:
         """The registry's clock, in seconds."""
 
 @final
+class ToolCall:
+    """One call of one tool: a context manager, sync (``with``) or async (``async with``).
+
+    After the block: `outcome` is what was recorded ("success", "failure", "ignored",
+    "cancelled" or "unrecorded"), `timed_out` whether the call overran its timeout."""
+
+    def __new__(
+        cls,
+        registry: Registry,
+        tool: str,
+        timeout: float | None = None,
+        classify: Classify | None = None,
+    ) -> Self: ...
+    @property
+    def tool(self) -> str:
+        """The tool's name."""
+    @property
+    def is_probe(self) -> bool:
+        """Whether this call holds the breaker's single probe."""
+    @property
+    def permit(self) -> Permit | None:
+        """The permit, once the gate admitted the call."""
+    @property
+    def outcome(self) -> str | None:
+        """What was recorded (None before the call ends, or when it was refused)."""
+    @property
+    def timed_out(self) -> bool:
+        """Whether the call overran its timeout."""
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Awaitable[Literal[False]]: ...
+
+def _check_timeout(timeout: float | None) -> None: ...
+
+@final
 class SpanFeed:
     """Feeds a registry from finished OpenTelemetry Python spans (the span processor's core)."""
 
@@ -193,6 +248,7 @@ class SpanFeed:
     ) -> Self: ...
     def on_end(self, span: object) -> None: ...
     def tool_name(self, span: object) -> str | None: ...
+    def is_call_of(self, span: object, tool: str) -> bool: ...
     def claim(self, span_id: int, tool: str) -> None: ...
     def flush(self) -> None: ...
     @property

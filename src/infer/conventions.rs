@@ -22,6 +22,7 @@ use std::fmt;
 
 use tracing_core::{Level, Metadata};
 
+use crate::infer::text::Text;
 use crate::semconv;
 
 type Str = Cow<'static, str>;
@@ -434,24 +435,32 @@ impl Convention {
         name: Option<&str>,
         declares: impl Fn(&str) -> bool,
     ) -> bool {
+        self.matches_target_and_name(target, name)
+            && self.required_fields().all(&declares)
+            && self.name_fields().any(declares)
+    }
+
+    /// The part of [`matches_shape`](Self::matches_shape) that needs no field: the target and
+    /// the static name. The span core asks the fields by key itself (`span_keys`).
+    pub(crate) fn matches_target_and_name(&self, target: &str, name: Option<&str>) -> bool {
         if let Some(module) = &self.target {
             if !within(target, module) {
                 return false;
             }
         }
-        if let (Some(expected), Some(name)) = (self.span_name.as_deref(), name) {
-            if expected != name {
-                return false;
-            }
+        match (self.span_name.as_deref(), name) {
+            (Some(expected), Some(name)) => expected == name,
+            _ => true,
         }
-        if !self.required_fields.iter().all(|f| declares(f)) {
-            return false;
-        }
-        self.tool_name.iter().any(|s| declares(&s.field))
+    }
+
+    /// The fields a span must declare to match (besides one of the
+    /// [name fields](Self::name_fields)).
+    pub(crate) fn required_fields(&self) -> impl Iterator<Item = &str> {
+        self.required_fields.iter().map(|f| &**f)
     }
 
     /// The fields this convention takes a tool name from.
-    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn name_fields(&self) -> impl Iterator<Item = &str> {
         self.tool_name.iter().map(|s| &*s.field)
     }
@@ -924,10 +933,10 @@ impl Compiled {
 
     /// An error event's error type as this convention reads it (see
     /// [`Convention::event_error_type`]).
-    pub(crate) fn event_error_type(&self, error_type: Option<String>) -> Option<String> {
+    pub(crate) fn event_error_type(&self, error_type: Option<Text>) -> Option<Text> {
         let raw = error_type?;
         match self.event_error_types.iter().find(|(r, _)| **r == *raw) {
-            Some((_, canonical)) => Some(canonical.to_string()),
+            Some((_, canonical)) => Some(Text::new(canonical)),
             None => Some(raw),
         }
     }

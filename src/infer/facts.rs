@@ -15,18 +15,19 @@ use crate::semconv;
 
 use super::classify::SpanFacts;
 use super::conventions::{Compiled, Meaning};
+use super::text::Text;
 
 /// Values of the fields a convention reads on a span, from one visit (a span's creation, a
 /// record, the OpenTelemetry span's attributes at its end).
 #[derive(Debug, Default)]
 pub(crate) struct SpanFields {
     /// The tool name and the rank of its source (lower wins).
-    pub(crate) name: Option<(u8, String)>,
+    pub(crate) name: Option<(u8, Text)>,
     /// The kind checks recorded in this visit (bits), and those that did not match.
     pub(crate) kinds_seen: u8,
     pub(crate) kinds_bad: u8,
     /// An error type and the rank of its field (lower wins); empty: a marker, no failure.
-    pub(crate) error_type: Option<(u8, String)>,
+    pub(crate) error_type: Option<(u8, Text)>,
     /// A failure field was recorded: non-empty or not.
     pub(crate) failure: Option<bool>,
     /// The framework's verdict.
@@ -140,10 +141,10 @@ impl SpanFields {
                     if self.name.as_ref().is_none_or(|(r, _)| rank <= r) {
                         if value.len() > max_name_len {
                             // No tool's name: refused, not copied (an empty name is no name).
-                            self.name = Some((*rank, String::new()));
+                            self.name = Some((*rank, Text::default()));
                             self.rejected_name = u32::try_from(value.len()).unwrap_or(u32::MAX);
                         } else {
-                            self.name = Some((*rank, value.to_owned()));
+                            self.name = Some((*rank, Text::new(value)));
                         }
                     }
                 }
@@ -157,7 +158,7 @@ impl SpanFields {
                 }
                 Meaning::ErrorType { rank } => {
                     if self.error_type.as_ref().is_none_or(|(r, _)| rank <= r) {
-                        self.error_type = Some((*rank, value.to_owned()));
+                        self.error_type = Some((*rank, Text::new(value)));
                     }
                 }
                 Meaning::Failure => {
@@ -169,7 +170,7 @@ impl SpanFields {
                     error_type,
                 } => {
                     if value == &**expected {
-                        self.error_type = Some((0, error_type.to_string()));
+                        self.error_type = Some((0, Text::new(error_type)));
                     }
                 }
                 Meaning::OutcomeInJson { path } => {
@@ -343,7 +344,7 @@ pub(crate) fn json_string_at<'t, S: AsRef<str>>(text: &'t str, path: &[S]) -> Op
 /// Values of the fields read on an event (or an OpenTelemetry span event).
 #[derive(Debug, Default)]
 pub(crate) struct EventFields {
-    pub(crate) error_type: Option<String>,
+    pub(crate) error_type: Option<Text>,
     /// The event reports a refusal: its `error` field's text contains [`REFUSAL_MESSAGE`] (a
     /// tool returning the gate's refusal as its error, as `#[instrument(err)]` logs it), or its
     /// `error.type` is the refusal's.
@@ -355,7 +356,7 @@ impl EventFields {
     pub(crate) fn read(&mut self, field: &str, value: &str) {
         if field == semconv::ERROR_TYPE && !value.is_empty() {
             self.refusal |= value == semconv::REFUSAL_ERROR_TYPE;
-            self.error_type = Some(value.to_owned());
+            self.error_type = Some(Text::new(value));
         } else if field == semconv::ERROR_FIELD {
             self.refusal |= value.contains(REFUSAL_MESSAGE);
         }
@@ -430,12 +431,12 @@ impl fmt::Write for Contains<'_> {
 #[derive(Debug)]
 pub(crate) struct Observed {
     /// The tool name and the rank of the convention's source it came from.
-    pub(crate) name: Option<(u8, String)>,
+    pub(crate) name: Option<(u8, Text)>,
     /// Kind checks of the convention whose last recorded value did not match (bits).
     pub(crate) kinds_bad: u8,
     /// The error type (non-empty) and the rank of its field.
-    pub(crate) error_type: Option<(u8, String)>,
-    pub(crate) event_error_type: Option<String>,
+    pub(crate) error_type: Option<(u8, Text)>,
+    pub(crate) event_error_type: Option<Text>,
     /// A failure field of the convention was recorded non-empty.
     pub(crate) failure_field: bool,
     /// The framework's own verdict (`gen_ai.tool.call.outcome`).
@@ -525,7 +526,7 @@ impl Observed {
 
     /// An event that failed the call (an ERROR event, an `error` field directly in the span),
     /// with the error type it carried.
-    pub(crate) fn error_event(&mut self, error_type: Option<String>) {
+    pub(crate) fn error_event(&mut self, error_type: Option<Text>) {
         self.error_event = true;
         if self.event_error_type.is_none() {
             self.event_error_type = error_type;
@@ -651,7 +652,7 @@ mod tests {
         let mut s = Observed::new(true);
         assert_eq!(s.tool_name(), None);
         s.apply(SpanFields {
-            name: Some((0, String::new())),
+            name: Some((0, Text::default())),
             ..Default::default()
         });
         assert_eq!(s.tool_name(), None, "an empty name is no name");
@@ -699,7 +700,7 @@ mod tests {
     fn markers_and_errors_from_fields() {
         let mut s = Observed::new(false);
         s.apply(SpanFields {
-            error_type: Some((0, String::new())),
+            error_type: Some((0, Text::default())),
             ..Default::default()
         });
         assert!(s.completed && s.error_type.is_none());

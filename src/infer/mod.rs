@@ -23,7 +23,9 @@
 //! | `classify.rs` | [`OutcomeClassifier`](classify::OutcomeClassifier), [`DefaultClassifier`](classify::DefaultClassifier), [`SpanFacts`](classify::SpanFacts) |
 //! | `deferred.rs` | calls whose verdict comes after their span: the bounded table, the flush rule |
 //! | `span_core.rs` | a finished OpenTelemetry-shaped span (any SDK version's, received over OTLP, or handed in through `crate::span_feed`), seen through `SpanView`, into records: conventions, classification, late verdicts and nested calls exactly as the layer runs them (feature `span-feed`, which the span processors and the receiver turn on) |
+//! | `span_keys.rs` | the attribute keys a span core asks for: the table a keyed span (a Python dict) is looked up by, each convention's match and reads by key |
 //! | `span_view.rs` | `SpanView`: how the span core sees a finished span, whatever its source |
+//! | `text.rs` | `Text`: a name or error type copied off a span, in a buffer recycled per thread |
 //! | `feed_options.rs` | what every span-core feed can be built with: conventions, strict mode, caller errors, a classifier |
 
 pub(crate) mod classify;
@@ -35,4 +37,7 @@ pub(crate) mod feed_options;
 #[cfg(feature = "span-feed")]
 pub(crate) mod span_core;
 #[cfg(feature = "span-feed")]
+pub(crate) mod span_keys;
+#[cfg(feature = "span-feed")]
 pub(crate) mod span_view;
+pub(crate) mod text;

@@ -15,6 +15,8 @@ use crate::infer::classify::{DefaultClassifier, OutcomeClassifier, SharedClassif
 use crate::infer::conventions::{Compiled, Convention, MAX_CONVENTIONS};
 use crate::infer::deferred::{self, Closed, Deferred, Resolution, Resolved};
 use crate::infer::facts::{contains_formatted, EventFields, Observed, SpanFields};
+use crate::infer::span_keys::SpanKeys;
+use crate::infer::text::Text;
 use crate::registry::past::CallTimes;
 use crate::registry::ToolHealthRegistry;
 use crate::semconv;
@@ -28,7 +30,9 @@ fn name_hash(name: &str) -> u64 {
     })
 }
 
-pub(crate) use super::span_view::{str_of, Attributes, EventView, SpanStatus, SpanView, Val};
+pub(crate) use super::span_view::{
+    str_at, str_of, Attributes, EventView, Key, Keys, SpanStatus, SpanView, Val,
+};
 
 /// When a span from another process ran, on this registry's clock: its age on arrival (the
 /// receiver's wall clock minus the span's timestamps) taken back from the registry's reading
@@ -56,9 +60,39 @@ impl Arrival {
         self.registry.saturating_sub(age)
     }
 
-    fn times(&self, span: &dyn SpanView) -> CallTimes {
-        let ended = self.at(span.end());
-        CallTimes::new(self.at(span.start()).min(ended), ended)
+    /// A span's start and end as registry clock readings.
+    fn times(&self, start: SystemTime, end: SystemTime) -> CallTimes {
+        let ended = self.at(end);
+        CallTimes::new(self.at(start).min(ended), ended)
+    }
+}
+
+/// How a feed's calls are timed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Timing<'a> {
+    /// Recorded now (the SDK span processors: this process's spans, as they end).
+    Now,
+    /// By the span's own times as of their arrival (the receiver: one arrival per request).
+    #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
+    Arrived(&'a Arrival),
+    /// By the span's own times, mapped onto the registry's clock when the call is recorded (the
+    /// span feed: no clock is read for a span that is no tool call).
+    OwnTimes,
+}
+
+impl Timing<'_> {
+    /// When a call that ran from `start` to `end` is recorded as having run (`None`: now).
+    fn times(
+        self,
+        registry: &ToolHealthRegistry,
+        start: SystemTime,
+        end: SystemTime,
+    ) -> Option<CallTimes> {
+        match self {
+            Timing::Now => None,
+            Timing::Arrived(a) => Some(a.times(start, end)),
+            Timing::OwnTimes => Some(Arrival::now(registry).times(start, end)),
+        }
     }
 }
 
@@ -90,6 +124,8 @@ pub(crate) struct SpanCore {
     registry: Arc<ToolHealthRegistry>,
     conventions: Box<[Convention]>,
     compiled: Box<[Compiled]>,
+    /// Every attribute key the conventions match on and read, and each one's by key.
+    span_keys: SpanKeys,
     classifier: SharedClassifier,
     late: Deferred<Waiting>,
     /// Spans of a convention that may sit inside a tool span of the same tool (MCP client
@@ -175,14 +211,16 @@ impl SpanCore {
         conventions.truncate(MAX_CONVENTIONS);
         // A convention with a `tracing` metadata filter cannot be matched here.
         conventions.retain(|c| !c.has_filter());
-        let compiled = conventions
+        let compiled: Box<[Compiled]> = conventions
             .iter()
             .map(|c| c.compile(&std::borrow::Cow::Borrowed(semconv::RETRY_AFTER)))
             .collect();
+        let span_keys = SpanKeys::new(&conventions, &compiled);
         let core = Arc::new(Self {
             registry,
             conventions: conventions.into_boxed_slice(),
             compiled,
+            span_keys,
             classifier: SharedClassifier(
                 classifier.unwrap_or_else(|| Arc::new(default_classifier)),
             ),
@@ -206,54 +244,66 @@ impl SpanCore {
         &self.registry
     }
 
+    /// Every attribute key the conventions match on and read, each once, in the order of
+    /// their places (the [`Key::index`] a span is asked by).
+    pub(crate) fn attribute_keys(&self) -> &SpanKeys {
+        &self.span_keys
+    }
+
     /// The names of the conventions, in the order they are tried.
     #[cfg_attr(not(feature = "receiver"), allow(dead_code))]
     pub(crate) fn convention_names(&self) -> impl Iterator<Item = &str> {
         self.conventions.iter().map(Convention::name)
     }
 
-    /// The convention a finished span matches: its target is the `target` attribute
-    /// (tracing-opentelemetry's), else `code.module.name` / `code.namespace`, else the
-    /// instrumentation scope's name.
-    fn convention_of(&self, span: &dyn SpanView) -> Option<(&Compiled, bool)> {
-        let target = str_of(span, "target")
-            .or_else(|| str_of(span, "code.module.name"))
-            .or_else(|| str_of(span, "code.namespace"))
+    /// The convention a finished span matches (its place, its table, whether its spans nest
+    /// in a tool span): its target is the `target` attribute (tracing-opentelemetry's), else
+    /// `code.module.name` / `code.namespace`, else the instrumentation scope's name. The first
+    /// look at every span: just the target and the fields that match, by key.
+    fn convention_of(&self, span: &dyn SpanView) -> Option<(usize, &Compiled, bool)> {
+        let [target, module, namespace] = self.span_keys.target();
+        let target = str_at(span, target)
+            .or_else(|| str_at(span, module))
+            .or_else(|| str_at(span, namespace))
             .unwrap_or(span.scope());
-        let declares = |f: &str| {
-            f == semconv::OTEL_NAME || f == semconv::OTEL_STATUS_CODE || span.get(f).is_some()
-        };
-        let index = self.conventions.iter().position(|c| {
+        let index = self.conventions.iter().enumerate().position(|(i, c)| {
             let name = (!c.names_from_otel_name()).then(|| span.name());
-            c.matches_shape(target, name, declares)
+            c.matches_target_and_name(target, name) && self.span_keys.declares(i, span)
         })?;
         Some((
+            index,
             self.compiled.get(index)?,
             self.conventions[index].nests_in_tool_span(),
         ))
     }
 
-    /// The tool a span (finished or not) is a call of by its name, scope and attributes, with
-    /// nothing counted or recorded (a feed asking whether the current span is a tool span).
-    pub(crate) fn tool_name_of(&self, span: &dyn SpanView) -> Option<String> {
-        let (c, _) = self.convention_of(span)?;
-        let mut fields = SpanFields::default();
-        let max = self.registry.max_name_len();
-        fields.read(c, semconv::OTEL_NAME, span.name(), max);
-        span.each(&mut |k, v| read(&mut fields, c, k, v, max));
-        let mut seen = Observed::new(c.completion_marker);
-        seen.apply(fields);
-        seen.tool_name().map(str::to_owned)
-    }
-
-    /// What a finished span shows, if it is a tool span.
-    fn tool_span(&self, span: &dyn SpanView) -> Option<ToolSpan<'_>> {
-        let (c, nests) = self.convention_of(span)?;
+    /// A span's fields as the convention at `index` (table `c`) reads them: its name as
+    /// `otel.name`, then the keys that convention reads.
+    fn fields_of(&self, span: &dyn SpanView, index: usize, c: &Compiled) -> SpanFields {
         let mut fields = SpanFields::default();
         let max = self.registry.max_name_len();
         // `otel.name` became the span's name.
         fields.read(c, semconv::OTEL_NAME, span.name(), max);
-        span.each(&mut |k, v| read(&mut fields, c, k, v, max));
+        span.each_of(self.span_keys.reads(index), &mut |k, v| {
+            read(&mut fields, c, k, v, max)
+        });
+        fields
+    }
+
+    /// The tool a span (finished or not) is a call of by its name, scope and attributes, with
+    /// nothing counted or recorded (a feed asking whether the current span is a tool span).
+    pub(crate) fn tool_name_of(&self, span: &dyn SpanView) -> Option<Text> {
+        let (index, c, _) = self.convention_of(span)?;
+        let mut seen = Observed::new(c.completion_marker);
+        seen.apply(self.fields_of(span, index, c));
+        seen.tool_name()?;
+        seen.name.take().map(|(_, name)| name)
+    }
+
+    /// What a finished span shows, if it is a tool span.
+    fn tool_span(&self, span: &dyn SpanView) -> Option<ToolSpan<'_>> {
+        let (index, c, nests) = self.convention_of(span)?;
+        let fields = self.fields_of(span, index, c);
         if fields.rejected_name != 0 {
             self.registry.reject_name(fields.rejected_name as usize);
         }
@@ -293,7 +343,7 @@ impl SpanCore {
                     with_text(v, |t| e.refusal |= t.starts_with(crate::REFUSAL_MESSAGE))
                 }
                 "exception.type" if e.error_type.is_none() => {
-                    with_text(v, |t| e.error_type = Some(t.to_owned()))
+                    with_text(v, |t| e.error_type = Some(Text::new(t)))
                 }
                 semconv::ERROR_TYPE => with_text(v, |t| e.read(k, t)),
                 _ => {}
@@ -319,7 +369,8 @@ impl SpanCore {
         allow(dead_code)
     )]
     pub(crate) fn on_end(&self, span: &dyn SpanView, arrival: Option<&Arrival>) {
-        self.on_end_skipping(span, arrival, &|_| false)
+        let timing = arrival.map_or(Timing::Now, Timing::Arrived);
+        self.on_end_skipping(span, timing, &|_| false)
     }
 
     /// [`on_end`](Self::on_end), where a tool span of a tool `recorded` answers true for is
@@ -328,7 +379,7 @@ impl SpanCore {
     pub(crate) fn on_end_skipping(
         &self,
         span: &dyn SpanView,
-        arrival: Option<&Arrival>,
+        timing: Timing<'_>,
         recorded: &dyn Fn(&str) -> bool,
     ) {
         let _calling_out = CallingOut::enter();
@@ -359,12 +410,11 @@ impl SpanCore {
         };
         let registry = &self.registry;
         if self.feed == Feed::InProcess {
-            let marked = hook::take_layer_recorded(
-                registry.address(),
-                hook::tool_hash(tool),
-                registry.now(),
-            );
-            if marked || span.get(semconv::GATE_DECISION).is_some() || recorded(tool) {
+            let marked =
+                hook::take_layer_recorded(registry.address(), hook::tool_hash(tool), || {
+                    registry.now()
+                });
+            if marked || span.get_key(self.span_keys.gate_decision()).is_some() || recorded(tool) {
                 // The layer just handled this very call (it closed the tracing span this one
                 // was bridged from), or bound a gate decision to it, or a feed's caller
                 // records it: one call, one record — the one that holds the permit.
@@ -372,7 +422,7 @@ impl SpanCore {
             }
         }
         if self.feed == Feed::Remote
-            && str_of(span, semconv::REGISTRY_ID) == Some(registry.instance_id())
+            && str_at(span, self.span_keys.registry_id()) == Some(registry.instance_id())
         {
             // This very registry gated the call and recorded it where it ran: its span came
             // back (a process exporting its own spans to its own receiver, directly or
@@ -382,13 +432,14 @@ impl SpanCore {
         if seen.refused {
             return;
         }
-        let duration = span
-            .end()
-            .duration_since(span.start())
-            .unwrap_or(Duration::ZERO);
-        let times = arrival.map(|a| a.times(span));
-        let parent = span.parent_id();
-        if nests && parent != 0 {
+        let (start, end) = (span.start(), span.end());
+        let duration = end.duration_since(start).unwrap_or(Duration::ZERO);
+        let times = timing.times(registry, start, end);
+        // The parent is read only for a call that may wait for it (a span read on demand
+        // pays for each field it is asked).
+        let parent = || span.parent_id();
+        let nested_in = if nests { parent() } else { 0 };
+        if nested_in != 0 {
             // Wait for the parent: inside a tool span of the same tool, it is that call.
             let now = registry.now();
             let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
@@ -396,7 +447,7 @@ impl SpanCore {
             let key = span.span_id();
             match self
                 .nested
-                .open(parent, (seen, duration, key, times), &mut out)
+                .open(nested_in, (seen, duration, key, times), &mut out)
             {
                 Ok(()) => {
                     if let Closed::Waits = self.nested.close(now, due, |w| w.2 == key) {
@@ -416,7 +467,9 @@ impl SpanCore {
             return;
         }
         let outcome = self.classify(&seen, tool);
-        if c.late_failure.is_some() && outcome == Some(CallOutcome::Success) && parent != 0 {
+        let waits = c.late_failure.is_some() && outcome == Some(CallOutcome::Success);
+        let parent = if waits { parent() } else { 0 };
+        if parent != 0 {
             let now = registry.now();
             let due = deferred::due(now, registry.probe_timeout_of(&self.key(tool)));
             let mut out = self.late.batch();
@@ -581,6 +634,9 @@ impl SpanCore {
 
     /// Records the waiting calls that are due.
     fn flush_due(&self) {
+        if self.late.is_idle() && self.nested.is_idle() {
+            return; // nothing waits: no clock to read
+        }
         let now = self.registry.now();
         for table in [&self.late, &self.nested] {
             if table.is_idle() {

@@ -1,9 +1,10 @@
 """The Rust code of the extension allocates nothing on the hot paths after a tool's first sight.
 
 `hot_paths.py` runs a group of hot paths — the calls (the gate and the records by hand, the call
-helper sync and async, the decorators, a refusal) or the span processor (on a tool span and on
-another span) — `n` times after a warm-up, under valgrind's DHAT, which records every heap
-allocation with its stack.
+helper sync and async, with and without a timeout or a classifier, the decorators, a refusal) or
+the span processor (tool spans succeeding, failing with an exception event and OpenInference's, a
+model span, the call helper inside a tool span it claims) — `n` times after a warm-up, under
+valgrind's DHAT, which records every heap allocation with its stack.
 An allocation made by the extension's own code is one whose allocator (malloc, calloc, realloc)
 was called from a frame of `tool_health/_core*.so`; Python's own allocations (the objects the
 calls create and return: a `Permit`, a float) are the interpreter's, called from libpython. Two
@@ -82,7 +83,6 @@ def test_the_gate_the_records_and_the_call_helper_allocate_nothing_in_rust(tmp_p
     assert not grown, explain(grown)
 
 
-@pytest.mark.xfail(strict=True, reason="the span feed builds its neutral span's vectors per span (BENCHMARKS.md, Python)")
 def test_the_span_processor_allocates_nothing_in_rust(tmp_path: Path) -> None:
     grown = grown_per_round("spans", tmp_path)
     assert not grown, explain(grown)

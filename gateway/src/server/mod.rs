@@ -14,6 +14,8 @@
 //! them through would need a second naming scheme (URIs of several servers in one space) for
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
+#[cfg(unix)]
+pub(crate) mod host_io;
 pub(crate) mod stdio;
 
 use std::sync::Arc;

@@ -322,8 +322,10 @@ impl Driver {
     /// Requests per second with [`INFLIGHT`] in flight for `span`.
     fn load(&mut self, server: &Server, request: &Value, span: Duration) -> f64 {
         let v = self
-            .ask(json!({"op": "load", "name": server.name, "request": request,
-                        "inflight": INFLIGHT, "ms": span.as_millis() as u64}))
+            .ask(
+                json!({"op": "load", "name": server.name, "request": request,
+                        "inflight": INFLIGHT, "ms": span.as_millis() as u64}),
+            )
             .unwrap_or_else(|e| panic!("{}: {e}", server.name));
         v["done"].as_f64().unwrap_or(0.0) / v["seconds"].as_f64().unwrap_or(f64::INFINITY)
     }

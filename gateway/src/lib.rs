@@ -382,7 +382,10 @@ async fn serve(
 async fn serve_stdio(gw: &Arc<Gateway>, serves_more: bool, signals: &mut Signals) -> String {
     // A pipe or socket through the reactor, no blocking thread per message (`host_io.rs`).
     #[cfg(unix)]
-    let (read, write) = (server::host_io::HostIn::open(), server::host_io::HostOut::open());
+    let (read, write) = (
+        server::host_io::HostIn::open(),
+        server::host_io::HostOut::open(),
+    );
     #[cfg(not(unix))]
     let (read, write) = (tokio::io::stdin(), tokio::io::stdout());
     let transport = StdioTransport::new(read, write, gw.max_message_bytes);

@@ -272,8 +272,8 @@ impl Schemas {
                     .get(name)
                     .filter(|c| c.schema == tool.input_schema)
                     .cloned();
-                let compiled = kept
-                    .unwrap_or_else(|| Arc::new(Compiled::new(Arc::clone(&tool.input_schema))));
+                let compiled =
+                    kept.unwrap_or_else(|| Arc::new(Compiled::new(Arc::clone(&tool.input_schema))));
                 next.insert(name.into(), compiled);
             }
             known.tools = Arc::new(next);
@@ -775,7 +775,11 @@ mod tests {
         ] {
             let s = schemas(admits_all.clone());
             for mode in [SchemaCheck::Lax, SchemaCheck::Strict] {
-                assert_eq!(check(&s, mode, json!({"x": [1], "z": "w"})), None, "{admits_all}");
+                assert_eq!(
+                    check(&s, mode, json!({"x": [1], "z": "w"})),
+                    None,
+                    "{admits_all}"
+                );
             }
             let compiled = s.known.load().tools.get("t").cloned().unwrap();
             assert!(
@@ -790,12 +794,24 @@ mod tests {
         // Anything that can refuse an object is checked.
         for (schema, refused) in [
             (json!({"type": "object", "required": ["a"]}), json!({})),
-            (json!({"properties": {"a": {"type": "string"}}}), json!({"a": {}})),
+            (
+                json!({"properties": {"a": {"type": "string"}}}),
+                json!({"a": {}}),
+            ),
             (json!({"type": "string"}), json!({})),
             (json!({"type": "object", "minProperties": 1}), json!({})),
-            (json!({"patternProperties": {"^a": {"type": "string"}}}), json!({"ab": 1})),
-            (json!({"type": "object", "properties": {"a": false}}), json!({"a": 1})),
-            (json!({"$defs": {"n": {"type": "string"}}, "additionalProperties": {"$ref": "#/$defs/n"}}), json!({"a": 1})),
+            (
+                json!({"patternProperties": {"^a": {"type": "string"}}}),
+                json!({"ab": 1}),
+            ),
+            (
+                json!({"type": "object", "properties": {"a": false}}),
+                json!({"a": 1}),
+            ),
+            (
+                json!({"$defs": {"n": {"type": "string"}}, "additionalProperties": {"$ref": "#/$defs/n"}}),
+                json!({"a": 1}),
+            ),
         ] {
             let s = schemas(schema.clone());
             assert!(check(&s, SchemaCheck::Lax, refused).is_some(), "{schema}");

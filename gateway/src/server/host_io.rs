@@ -2,8 +2,9 @@
 //!
 //! tokio's `stdin()` and `stdout()` hand every read and every write to a thread of the blocking
 //! pool: a message from the host crosses one thread more before the gateway sees it, and each
-//! answer two (its write, then its flush) — about a third of the gateway's own time per call
-//! over stdio (BENCHMARKS.md, issue 30). What hosts give an MCP server is a pipe (Python's
+//! answer two (its write, then its flush). Over stdio that was 13 % of the gateway's samples in
+//! the blocking pool and 6 % more waking it, and a p50 1.32× a pass-through proxy's (0.99× with
+//! this module; BENCHMARKS.md, issue 30). What hosts give an MCP server is a pipe (Python's
 //! `asyncio`, rmcp, most launchers) or a Unix socket (Node's `child_process`, so the TypeScript
 //! SDK's hosts): those are read and written here through the runtime's reactor, set to
 //! non-blocking while the gateway serves them and set back when it stops. Anything else (a
@@ -91,7 +92,8 @@ impl HostIn {
         Self::reading(io::stdin().as_fd())
     }
 
-    /// `fd` (a copy of it) read as the host's stdin.
+    /// `fd` (a copy of it) read as the host's stdin when it is a pipe or a socket; anything
+    /// else reads the process's stdin through tokio.
     fn reading(fd: BorrowedFd<'_>) -> Self {
         let stream = match kind(fd).0 {
             Kind::Pipe(fd) => pipe::Receiver::from_owned_fd(fd).map(Stream::Pipe),
@@ -111,7 +113,8 @@ impl HostOut {
         Self::writing(io::stdout().as_fd(), io::stderr().as_fd())
     }
 
-    /// `fd` (a copy of it) written as the host's stdout, `log` being the log's descriptor.
+    /// `fd` (a copy of it) written as the host's stdout when it is a pipe or a socket other than
+    /// `log` (the log's descriptor); anything else writes the process's stdout through tokio.
     fn writing(fd: BorrowedFd<'_>, log: BorrowedFd<'_>) -> Self {
         let (kind, id) = kind(fd);
         let shared_with_log = id.is_some() && kind_id(log) == id;

@@ -380,11 +380,15 @@ async fn serve(
 /// without `-i`, `nohup`) stops a gateway that serves nothing else; with `--listen` (or
 /// `--otlp-grpc`) it goes on serving those until a signal.
 async fn serve_stdio(gw: &Arc<Gateway>, serves_more: bool, signals: &mut Signals) -> String {
-    let transport = StdioTransport::new(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        gw.max_message_bytes,
+    // A pipe or socket through the reactor, no blocking thread per message (`host_io.rs`).
+    #[cfg(unix)]
+    let (read, write) = (
+        server::host_io::HostIn::open(),
+        server::host_io::HostOut::open(),
     );
+    #[cfg(not(unix))]
+    let (read, write) = (tokio::io::stdin(), tokio::io::stdout());
+    let transport = StdioTransport::new(read, write, gw.max_message_bytes);
     let session = GatewayServer::new(Arc::clone(gw)).serve(transport);
     let started = tokio::select! {
         s = session => s,

@@ -10,6 +10,11 @@
 //! compile (an unknown dialect, a `$ref` outside the document: nothing is fetched) and a
 //! client built with [`SchemaCheck::Off`] are not checked: the server decides.
 //!
+//! A call costs one lock-free load of the server's compiled schemas; a schema that cannot
+//! refuse any object (`{}`, `{"type": "object"}` with optional properties of any value, what
+//! SDKs list for a tool without arguments) is never compiled nor validated; any other is
+//! validated in one pass, which names the problems of a refused call without a second.
+//!
 //! # Lax and strict
 //!
 //! The check must never refuse a call the server would accept. The official Python SDK
@@ -35,6 +40,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use arc_swap::ArcSwap;
 use jsonschema::Validator;
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{json, Map, Value};
@@ -60,13 +66,17 @@ pub const MAX_PROBLEMS: usize = 5;
 /// Each problem named to the model is cut to this many bytes.
 pub const MAX_PROBLEM_LEN: usize = 240;
 
-/// The compiled schemas of one server's tools.
+/// The compiled schemas of one server's tools. A call reads them without a lock (one
+/// [`ArcSwap`] load); a list read or an invalidation installs a new [`Known`], one writer at a
+/// time.
 #[derive(Debug, Default)]
 pub(crate) struct Schemas {
-    inner: Mutex<Known>,
+    known: ArcSwap<Known>,
+    /// Serializes the writers, so that none of them loses another's change; calls never take it.
+    write: Mutex<()>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Known {
     /// A list was read since the last invalidation.
     listed: bool,
@@ -74,13 +84,17 @@ struct Known {
     from_first: bool,
     /// ... to its last: `tools` is the server's whole list.
     complete: bool,
-    tools: HashMap<Box<str>, Arc<Compiled>>,
+    tools: Arc<HashMap<Box<str>, Arc<Compiled>>>,
 }
 
 /// One tool's schema and its validators, each compiled at its first use (`None`: it does not
 /// compile, the tool is not checked).
 struct Compiled {
     schema: Arc<JsonObject>,
+    /// The schema admits every object in lax mode, or in strict mode: checking it can only say
+    /// yes, so it is skipped (nothing compiled, nothing validated).
+    admits_all_lax: bool,
+    admits_all_strict: bool,
     /// The relaxed copy's validator, and the copy (to name a problem the way the schema as
     /// written would).
     lax: OnceLock<Option<(Validator, Value)>>,
@@ -90,6 +104,8 @@ struct Compiled {
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compiled")
+            .field("admits_all_lax", &self.admits_all_lax)
+            .field("admits_all_strict", &self.admits_all_strict)
             .field("lax", &self.lax.get().map(Option::is_some))
             .field("strict", &self.strict.get().map(Option::is_some))
             .finish_non_exhaustive()
@@ -99,9 +115,18 @@ impl std::fmt::Debug for Compiled {
 impl Compiled {
     fn new(schema: Arc<JsonObject>) -> Self {
         Self {
+            admits_all_lax: admits_every_object(&schema, true),
+            admits_all_strict: admits_every_object(&schema, false),
             schema,
             lax: OnceLock::new(),
             strict: OnceLock::new(),
+        }
+    }
+
+    fn admits_all(&self, mode: SchemaCheck) -> bool {
+        match mode {
+            SchemaCheck::Strict => self.admits_all_strict,
+            _ => self.admits_all_lax,
         }
     }
 
@@ -122,6 +147,60 @@ impl Compiled {
     }
 }
 
+/// Keywords that assert nothing: a schema of these alone admits every value.
+const ANNOTATIONS: [&str; 13] = [
+    "$schema",
+    "$id",
+    "$comment",
+    "$anchor",
+    "$dynamicAnchor",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+];
+
+/// Whether `schema` admits every value: `true`, or annotations only (`{}`, `{"title": …}`).
+fn admits_every_value(schema: &Value) -> bool {
+    match schema {
+        Value::Bool(b) => *b,
+        Value::Object(node) => node
+            .keys()
+            .all(|k| ANNOTATIONS.contains(&k.as_str()) || k == "writeOnly"),
+        _ => false,
+    }
+}
+
+/// Whether `schema` admits every JSON object — the arguments of a call always are one — in
+/// lax mode (`lax`, which drops `additionalProperties: false`) or as written: only keywords
+/// that assert nothing of an object (annotations; `type` naming `object`; `properties`,
+/// `patternProperties`, `additionalProperties` of schemas that admit every value; `required`
+/// empty; `minProperties: 0`; `format`, which applies to strings only). Anything else, a `$ref`
+/// included, is left to the validator.
+fn admits_every_object(schema: &JsonObject, lax: bool) -> bool {
+    schema.iter().all(|(key, value)| match key.as_str() {
+        k if ANNOTATIONS.contains(&k) || k == "writeOnly" || k == "format" => true,
+        "type" => match value {
+            Value::String(t) => t == "object",
+            Value::Array(types) => types.iter().any(|t| t == "object"),
+            _ => false,
+        },
+        "properties" | "patternProperties" => value
+            .as_object()
+            .is_some_and(|children| children.values().all(admits_every_value)),
+        "additionalProperties" | "unevaluatedProperties" => {
+            admits_every_value(value) || (lax && value == &Value::Bool(false))
+        }
+        "required" => value.as_array().is_some_and(Vec::is_empty),
+        "minProperties" => value.as_u64() == Some(0),
+        _ => false,
+    })
+}
+
 /// Compiles `schema` in the dialect its `$schema` names (2020-12 without one), fetching
 /// nothing: `None` when it does not compile.
 fn compile(schema: Value, formats: bool) -> Option<Validator> {
@@ -133,35 +212,46 @@ fn compile(schema: Value, formats: bool) -> Option<Validator> {
 }
 
 impl Schemas {
-    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Installs what `change` makes of the known schemas, one writer at a time.
+    fn change(&self, change: impl FnOnce(&mut Known)) {
+        let _writer = self.write.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut known = Known::clone(&self.known.load());
+        change(&mut known);
+        self.known.store(Arc::new(known));
     }
 
     /// Whether a call should read the tool list first: none was read since the server's list
     /// last changed.
     pub(crate) fn needs_list(&self) -> bool {
-        !self.known().listed
+        !self.known.load().listed
     }
 
     /// The tools known from the last list, sorted by name.
     pub(crate) fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.known().tools.keys().map(|n| n.to_string()).collect();
+        let mut names: Vec<String> = self
+            .known
+            .load()
+            .tools
+            .keys()
+            .map(|n| n.to_string())
+            .collect();
         names.sort_unstable();
         names
     }
 
     /// The server's list changed (or the peer did): the next call reads it again.
     pub(crate) fn invalidate(&self) {
-        let mut known = self.known();
-        known.listed = false;
-        known.from_first = false;
-        known.complete = false;
+        self.change(|known| {
+            known.listed = false;
+            known.from_first = false;
+            known.complete = false;
+        });
     }
 
     /// Whether the server lists `tool`: `None` while its whole list is not known (no list read
     /// since it last changed, or not to its last page).
     pub(crate) fn knows(&self, tool: &str) -> Option<bool> {
-        let known = self.known();
+        let known = self.known.load();
         (known.listed && known.complete).then(|| known.tools.contains_key(tool))
     }
 
@@ -169,31 +259,33 @@ impl Schemas {
     /// the `last` one completes it. A schema equal to the one known keeps its compiled
     /// validators.
     pub(crate) fn update(&self, tools: &[Tool], first_page: bool, last: bool) {
-        let mut known = self.known();
-        let mut next = if first_page {
-            HashMap::with_capacity(tools.len())
-        } else {
-            std::mem::take(&mut known.tools)
-        };
-        for tool in tools {
-            let name: &str = &tool.name;
-            let kept = known
-                .tools
-                .get(name)
-                .filter(|c| c.schema == tool.input_schema)
-                .cloned();
-            let compiled =
-                kept.unwrap_or_else(|| Arc::new(Compiled::new(Arc::clone(&tool.input_schema))));
-            next.insert(name.into(), compiled);
-        }
-        known.tools = next;
-        known.from_first |= first_page;
-        known.complete = known.from_first && last;
-        known.listed = true;
+        self.change(|known| {
+            let mut next = if first_page {
+                HashMap::with_capacity(tools.len())
+            } else {
+                HashMap::clone(&known.tools)
+            };
+            for tool in tools {
+                let name: &str = &tool.name;
+                let kept = known
+                    .tools
+                    .get(name)
+                    .filter(|c| c.schema == tool.input_schema)
+                    .cloned();
+                let compiled =
+                    kept.unwrap_or_else(|| Arc::new(Compiled::new(Arc::clone(&tool.input_schema))));
+                next.insert(name.into(), compiled);
+            }
+            known.tools = Arc::new(next);
+            known.from_first |= first_page;
+            known.complete = known.from_first && last;
+            known.listed = true;
+        });
     }
 
     /// Checks `arguments` (absent: `{}`) for `tool`: the problems to name to the model, or
-    /// `None` when they pass (or cannot be checked).
+    /// `None` when they pass (or cannot be checked). Takes no lock: a schema that admits every
+    /// object is not even looked at.
     pub(crate) fn check(
         &self,
         mode: SchemaCheck,
@@ -203,11 +295,15 @@ impl Schemas {
         if mode == SchemaCheck::Off {
             return None;
         }
-        let compiled = self.known().tools.get(tool).cloned()?;
+        let known = self.known.load();
+        let compiled = known.tools.get(tool)?;
+        if compiled.admits_all(mode) {
+            return None;
+        }
         // The arguments are moved into a `Value` for the validator and back: no copy.
         let given = arguments.is_some();
         let instance = Value::Object(arguments.take().unwrap_or_default());
-        let problems = check_instance(&compiled, mode, &instance);
+        let problems = check_instance(compiled, mode, &instance);
         if let Value::Object(map) = instance {
             if given {
                 *arguments = Some(map);
@@ -229,10 +325,9 @@ fn check_instance(compiled: &Compiled, mode: SchemaCheck, instance: &Value) -> O
             (v, Some(relaxed))
         }
     };
-    if validator.is_valid(instance) {
-        return None;
-    }
-    let mut problems: Vec<String> = validator
+    // One pass: the errors of an instance that passes are none, and a refused one is not
+    // validated a second time to name its problems.
+    let problems: Vec<String> = validator
         .iter_errors(instance)
         .take(MAX_PROBLEMS)
         .map(|e| {
@@ -249,10 +344,7 @@ fn check_instance(compiled: &Compiled, mode: SchemaCheck, instance: &Value) -> O
             }
         })
         .collect();
-    if problems.is_empty() {
-        problems.push("they do not match the tool's inputSchema".to_owned());
-    }
-    Some(problems)
+    (!problems.is_empty()).then_some(problems)
 }
 
 /// The keyword a widened part of the relaxed copy stood for, as written (`{"type": …}`,
@@ -606,14 +698,14 @@ mod tests {
         let s = schemas(python_needs_int());
         assert!(!s.needs_list());
         assert!(check(&s, SchemaCheck::Lax, json!({"n": "x"})).is_some());
-        let before = Arc::clone(s.known().tools.get("t").expect("known"));
+        let before = Arc::clone(s.known.load().tools.get("t").expect("known"));
         let Value::Object(same) = python_needs_int() else {
             unreachable!()
         };
         s.update(&[Tool::new("t", "again", Arc::new(same))], true, true);
         assert!(Arc::ptr_eq(
             &before,
-            s.known().tools.get("t").expect("known")
+            s.known.load().tools.get("t").expect("known")
         ));
         let Value::Object(loose) = json!({"type": "object"}) else {
             unreachable!()
@@ -659,7 +751,7 @@ mod tests {
         let problems =
             check(&s, SchemaCheck::Lax, json!({"n": "21", "name": "long"})).expect("refused");
         assert_eq!(problems.len(), 1, "{problems:?}");
-        let compiled = s.known().tools.get("t").cloned().unwrap();
+        let compiled = s.known.load().tools.get("t").cloned().unwrap();
         assert!(
             compiled.strict.get().is_none(),
             "the strict validator was built to name a lax refusal"
@@ -667,6 +759,63 @@ mod tests {
         // Strict: its own validator, once built.
         let problems = check(&s, SchemaCheck::Strict, json!({"n": "21"})).expect("refused");
         assert_eq!(problems, [r#"/n: "21" is not of type "integer""#]);
+    }
+
+    #[test]
+    fn a_schema_that_admits_every_object_is_never_compiled_nor_validated() {
+        // What SDKs list for a tool without arguments, and schemas of annotations only.
+        for admits_all in [
+            json!({}),
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {}, "title": "noArgsArguments"}),
+            json!({"type": ["object", "null"], "required": [], "additionalProperties": true}),
+            json!({"type": "object", "properties": {"x": {"description": "anything"}, "y": true}}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                   "additionalProperties": {}, "minProperties": 0}),
+        ] {
+            let s = schemas(admits_all.clone());
+            for mode in [SchemaCheck::Lax, SchemaCheck::Strict] {
+                assert_eq!(
+                    check(&s, mode, json!({"x": [1], "z": "w"})),
+                    None,
+                    "{admits_all}"
+                );
+            }
+            let compiled = s.known.load().tools.get("t").cloned().unwrap();
+            assert!(
+                compiled.lax.get().is_none() && compiled.strict.get().is_none(),
+                "compiled for nothing: {admits_all}"
+            );
+        }
+        // `additionalProperties: false` is dropped in lax mode only.
+        let s = schemas(json!({"type": "object", "additionalProperties": false}));
+        assert_eq!(check(&s, SchemaCheck::Lax, json!({"x": 1})), None);
+        assert!(check(&s, SchemaCheck::Strict, json!({"x": 1})).is_some());
+        // Anything that can refuse an object is checked.
+        for (schema, refused) in [
+            (json!({"type": "object", "required": ["a"]}), json!({})),
+            (
+                json!({"properties": {"a": {"type": "string"}}}),
+                json!({"a": {}}),
+            ),
+            (json!({"type": "string"}), json!({})),
+            (json!({"type": "object", "minProperties": 1}), json!({})),
+            (
+                json!({"patternProperties": {"^a": {"type": "string"}}}),
+                json!({"ab": 1}),
+            ),
+            (
+                json!({"type": "object", "properties": {"a": false}}),
+                json!({"a": 1}),
+            ),
+            (
+                json!({"$defs": {"n": {"type": "string"}}, "additionalProperties": {"$ref": "#/$defs/n"}}),
+                json!({"a": 1}),
+            ),
+        ] {
+            let s = schemas(schema.clone());
+            assert!(check(&s, SchemaCheck::Lax, refused).is_some(), "{schema}");
+        }
     }
 
     #[test]

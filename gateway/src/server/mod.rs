@@ -15,6 +15,8 @@
 //! no gain in health: a host that needs a server's resources connects to it directly.
 
 pub(crate) mod gone;
+#[cfg(unix)]
+pub(crate) mod host_io;
 pub(crate) mod stdio;
 
 use std::sync::Arc;

@@ -101,6 +101,7 @@
 mod call_tool;
 mod classify;
 mod client;
+mod forward;
 mod list_tools;
 mod requests;
 mod schema;
@@ -117,6 +118,7 @@ use crate::call::REFUSAL_MESSAGE;
 
 pub use classify::{classify_error, classify_result, INVALID_ARGUMENTS, UNKNOWN_TOOL};
 pub use client::ToolHealthClient;
+pub use forward::is_refusal_error;
 pub use schema::{SchemaCheck, MAX_PROBLEMS, MAX_PROBLEM_LEN};
 pub use server::server_registry;
 pub use span::{SessionId, Transport};

@@ -32,9 +32,10 @@ pub(super) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
         .with_allowed_hosts(hosts)
         .with_max_request_body_bytes(gw.max_message_bytes)
         .with_cancellation_token(gw.shutdown.child_token());
-    let server = GatewayServer::new(Arc::clone(gw));
+    // A handler per session: each host is known by its own id.
+    let gw = Arc::clone(gw);
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(GatewayServer::new(Arc::clone(&gw))),
         Arc::new(LocalSessionManager::default()),
         config,
     );

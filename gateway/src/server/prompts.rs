@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ErrorCode,
     GetPromptRequest, GetPromptRequestParams, GetPromptResponse, ListPromptsResult, Prompt,
-    Reference, ServerResult,
+    Reference, ResultType, ServerResult,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -90,7 +90,11 @@ impl GatewayServer {
             )
             .await?;
         match answer {
-            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
+            ServerResult::GetPromptResult(mut r) => {
+                // A host on 2026-07-28 requires it; rmcp strips it for older hosts.
+                r.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(GetPromptResponse::Complete(r))
+            }
             ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
             _ => Err(McpError::internal_error(
                 format!(
@@ -161,7 +165,10 @@ impl GatewayServer {
             )
             .await?
         {
-            ServerResult::CompleteResult(r) => Ok(r),
+            ServerResult::CompleteResult(mut r) => {
+                r.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(r)
+            }
             _ => Err(McpError::internal_error(
                 format!(
                     "{what}: MCP server `{}` answered something else",

@@ -20,8 +20,8 @@ use futures_util::future::join_all;
 use rmcp::model::{
     ClientRequest, ErrorCode, ListResourceTemplatesResult, ListResourcesResult,
     ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Resource,
-    ResourceContents, ResourceTemplate, ServerResult, SubscribeRequest, SubscribeRequestParams,
-    UnsubscribeRequest, UnsubscribeRequestParams,
+    ResourceContents, ResourceTemplate, ResultType, ServerResult, SubscribeRequest,
+    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -220,6 +220,8 @@ impl GatewayServer {
             .await?;
         match answer {
             ServerResult::ReadResourceResult(mut r) => {
+                // A host on 2026-07-28 requires it; rmcp strips it for older hosts.
+                r.result_type.get_or_insert(ResultType::COMPLETE);
                 if routed.shown {
                     for c in &mut r.contents {
                         let uri = match c {

@@ -318,6 +318,11 @@ impl Upstream {
         tool_health::mcp::server_registry(&self.registry).breaker_state(&self.name)
     }
 
+    /// The server breaker's snapshot (`None` before anything was sent to it).
+    pub(crate) fn breaker_snapshot(&self) -> Option<tool_health::ToolHealthSnapshot> {
+        tool_health::mcp::server_registry(&self.registry).snapshot(&self.name)
+    }
+
     /// How long the server's breaker refuses now (`None`: it admits).
     pub(crate) fn refused_for(&self) -> Option<Duration> {
         tool_health::mcp::server_registry(&self.registry)

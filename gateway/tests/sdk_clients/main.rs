@@ -15,7 +15,9 @@
 //! * a hanging tool times out, and the model's bad arguments and made-up tool names never
 //!   count against anything;
 //! * the config file changes under the connected client (a server added, then one removed):
-//!   the session stays, the client is told each time and lists what is there (issue 30).
+//!   the session stays, the client is told each time and lists what is there (issue 30);
+//! * everything but tools passes through: the same survey of `server-everything` and
+//!   `server-filesystem` directly and through the gateway (`passthrough.rs`, issue 30).
 //!
 //! The clients are driven line by line (the scripts' docs say how); what they receive is
 //! what the SDKs parsed. Cooldowns are short and configured; waits for real processes are
@@ -27,6 +29,8 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+
+mod passthrough;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -703,6 +707,14 @@ fn main() {
                 ));
             }
         }
+        trials.push(trial(
+            "typescript_client::passthrough::a_host_sees_the_same_through_the_gateway_as_without_it",
+            passthrough::typescript_host_sees_the_same_through_the_gateway,
+        ));
+        trials.push(trial(
+            "python_client::passthrough::on_2026_07_28_a_host_sees_the_same_through_the_gateway",
+            passthrough::python_host_on_2026_07_28_sees_the_same_through_the_gateway,
+        ));
         trials
     });
 }

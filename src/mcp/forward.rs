@@ -28,7 +28,10 @@ use super::texts::{self, Why};
 impl ToolHealthClient {
     /// Sends `request` (anything but `tools/call`: use [`call_tool`](Self::call_tool)) through
     /// the server's breaker, with the client's timeout, in an MCP client span named after its
-    /// method; its answer counts for the server only (see the [module docs](self)).
+    /// method. Its answer counts for the server only, never for a tool: any answer (a result,
+    /// a JSON-RPC error such as "resource not found") is the server answering; a closed
+    /// connection, a message that could not be sent, and a timeout whose `ping` goes unanswered
+    /// too are its failures; a timeout whose `ping` is answered counts for nothing.
     ///
     /// While the server's breaker refuses, nothing is sent and the answer is
     /// `Err(ServiceError::McpError(e))` with `e` a refusal ([`is_refusal_error`]: code

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use futures_util::future::join_all;
 use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ErrorCode,
     GetPromptRequest, GetPromptRequestParams, GetPromptResponse, ListPromptsResult, Prompt,
@@ -20,31 +19,18 @@ use crate::names::{self, NameError};
 use crate::upstream::Upstream;
 
 impl GatewayServer {
-    /// Every server's prompts, under `{server}__{prompt}`.
+    /// Every server's prompts, under `{server}__{prompt}` (a prompt whose name cannot be shown
+    /// so is left out).
     pub(super) async fn prompts(&self) -> ListPromptsResult {
-        let upstreams = self.gw.upstreams();
-        let lists = join_all(
-            upstreams
-                .iter()
-                .map(|u| async move { (Arc::clone(u), u.listed::<Prompt>().await) }),
-        )
-        .await;
-        let mut all = Vec::new();
-        for (u, list) in lists {
-            for p in list.iter() {
-                match names::shown_prompt(&u.name, &p.name) {
-                    Ok(name) => {
-                        let mut p = p.clone();
-                        p.name = name;
-                        all.push(p);
-                    }
-                    Err(_) => {
-                        tracing::debug!(server = %u.name, "a prompt whose name cannot be shown was left out")
-                    }
-                }
-            }
-        }
-        ListPromptsResult::with_all_items(all)
+        let lists = self.gw.upstreams().listed::<Prompt>().await;
+        let all = lists.iter().flat_map(|(server, list)| {
+            list.iter().filter_map(move |p| {
+                let mut p = p.clone();
+                p.name = names::shown_prompt(server, &p.name).ok()?;
+                Some(p)
+            })
+        });
+        ListPromptsResult::with_all_items(all.collect())
     }
 
     /// The server of a prompt named `{server}__{prompt}`, and the prompt's own name.

@@ -50,51 +50,28 @@ fn not_found(uri: &str, why: &str) -> McpError {
 impl GatewayServer {
     /// Every server's resources, under the gateway's URIs.
     pub(super) async fn resources(&self) -> ListResourcesResult {
-        let upstreams = self.gw.upstreams();
-        let lists = join_all(
-            upstreams
-                .iter()
-                .map(|u| async move { (Arc::clone(u), u.listed::<Resource>().await) }),
-        )
-        .await;
-        let mut all = Vec::new();
-        for (u, list) in lists {
-            for r in list.iter() {
-                match names::shown_uri(&u.name, &r.uri) {
-                    Some(uri) => {
-                        let mut r = r.clone();
-                        r.uri = uri;
-                        all.push(r);
-                    }
-                    None => {
-                        tracing::debug!(server = %u.name, "a resource URI too long to show was left out")
-                    }
-                }
-            }
-        }
-        ListResourcesResult::with_all_items(all)
+        let lists = self.gw.upstreams().listed::<Resource>().await;
+        let all = lists.iter().flat_map(|(server, list)| {
+            list.iter().filter_map(move |r| {
+                let mut r = r.clone();
+                r.uri = names::shown_uri(server, &r.uri)?;
+                Some(r)
+            })
+        });
+        ListResourcesResult::with_all_items(all.collect())
     }
 
     /// Every server's resource templates, under the gateway's URIs.
     pub(super) async fn templates(&self) -> ListResourceTemplatesResult {
-        let upstreams = self.gw.upstreams();
-        let lists = join_all(
-            upstreams
-                .iter()
-                .map(|u| async move { (Arc::clone(u), u.listed::<ResourceTemplate>().await) }),
-        )
-        .await;
-        let mut all = Vec::new();
-        for (u, list) in lists {
-            for t in list.iter() {
-                if let Some(uri) = names::shown_uri(&u.name, &t.uri_template) {
-                    let mut t = t.clone();
-                    t.uri_template = uri;
-                    all.push(t);
-                }
-            }
-        }
-        ListResourceTemplatesResult::with_all_items(all)
+        let lists = self.gw.upstreams().listed::<ResourceTemplate>().await;
+        let all = lists.iter().flat_map(|(server, list)| {
+            list.iter().filter_map(move |t| {
+                let mut t = t.clone();
+                t.uri_template = names::shown_uri(server, &t.uri_template)?;
+                Some(t)
+            })
+        });
+        ListResourceTemplatesResult::with_all_items(all.collect())
     }
 
     /// The server a URI a host named belongs to (see the module docs).

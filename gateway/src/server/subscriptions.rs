@@ -23,10 +23,16 @@ pub(crate) const MAX_SUBSCRIPTIONS: usize = 10_000;
 /// How long one host may take to accept an update.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `(server, the server's own URI)` → the hosts subscribed, each with the URI it used.
+/// `(server, the server's own URI)`.
+type Key = (String, String);
+
+/// The hosts subscribed to a resource: `(host, the URI it used)`.
+type Subscribers = Vec<(u64, String)>;
+
+/// Every resource some host is subscribed to, and who.
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
-    by_resource: Mutex<HashMap<(String, String), Vec<(u64, String)>>>,
+    by_resource: Mutex<HashMap<Key, Subscribers>>,
 }
 
 /// What a subscribe did.
@@ -41,7 +47,7 @@ pub(crate) enum Subscribed {
 }
 
 impl Subscriptions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Vec<(u64, String)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Subscribers>> {
         self.by_resource
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -440,6 +440,16 @@ impl Upstream {
         }
     }
 
+    /// The client, when the server is not connected and its breaker refuses (a server that
+    /// keeps dying): its refusal says why and when to retry, and its gate sends nothing.
+    fn refusing_client(&self) -> Option<ToolHealthClient> {
+        self.refused_for()?;
+        self.client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// What a call to a server that is not connected is answered (nothing is sent).
     async fn not_connected(&self, shown: &str, params: CallToolRequestParams) -> CallToolResult {
         if self.removed.is_cancelled() {
@@ -449,14 +459,7 @@ impl Upstream {
                 self.name
             ));
         }
-        // Not connected, and its breaker refuses (a server that keeps dying): the client's
-        // refusal, with when to retry; its gate sends nothing.
-        let client = self
-            .client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let (Some(client), Some(_)) = (client, self.refused_for()) {
+        if let Some(client) = self.refusing_client() {
             if let Ok(refused) = client.call_tool(params).await {
                 return refused;
             }

@@ -184,14 +184,7 @@ impl Upstream {
                     None,
                 ));
             }
-            // Not connected, and its breaker refuses (a server that keeps dying): the client's
-            // refusal, with when to retry; its gate sends nothing.
-            let client = self
-                .client
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let (Some(client), Some(_)) = (client, self.refused_for()) {
+            if let Some(client) = self.refusing_client() {
                 if let Err(ServiceError::McpError(e)) = client.request(request).await {
                     if is_refusal_error(&e) {
                         return Err(e);

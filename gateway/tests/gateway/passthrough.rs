@@ -25,8 +25,8 @@ use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::support::{
-    control, eventually, fixture, node, scratch, skip, text, token_args, workspace, Everything,
-    Gateway, REFUSAL, WAIT,
+    control, eventually, fixture, scratch, skip, text, token_args, Everything, Gateway, REFUSAL,
+    WAIT,
 };
 
 /// The rmcp fixture with its pass-through tools.
@@ -469,26 +469,12 @@ pub async fn log_messages_reach_each_host_at_its_level_with_the_server_named() {
     let _ = b.cancel().await;
 }
 
-/// server-everything's entry point over stdio, or why there is none.
-fn everything() -> String {
-    if let Err(why) = node() {
-        skip(&why);
-    }
-    let path = workspace().join(
-        "integrations/servers/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-    );
-    if !path.exists() {
-        skip("server-everything is not installed (bash scripts/mcp_sdks.sh)");
-    }
-    path.display().to_string()
-}
-
 /// A server's requests of its host (server-everything's sampling and elicitation, the
 /// fixture's roots) reach the host that made the call and its answer comes back; a host that did not offer one is refused, saying
 /// so; with two hosts' requests under way the server over stdio cannot say which it asks for
 /// (refused, saying so), over streamable HTTP it does (answered by the right host).
 pub async fn a_servers_request_goes_to_the_host_that_made_the_call() {
-    let ev = everything();
+    let ev = crate::progress::everything().display().to_string();
     let port = crate::support::free_port();
     let http = Everything::start(port).await.unwrap_or_else(|e| skip(&e));
     let config = json!({"mcpServers": {

@@ -7,9 +7,11 @@
 # * TypeScript: `npm ci` in integrations/servers/typescript (the committed package-lock.json:
 #   @modelcontextprotocol/sdk 1.32.2 and 1.20.2, zod 4.6.7 and 3.25.76) into its node_modules/,
 #   which git ignores. Needs Node 18 or later on the PATH;
-# * the reference server `@modelcontextprotocol/server-everything` 2026.8.31 (`npm ci` in
-#   integrations/servers/everything: its long-running tool sends progress, the gateway's
-#   progress test; over streamable HTTP, the gateway's reconnection tests).
+# * the reference servers `@modelcontextprotocol/server-everything` and
+#   `@modelcontextprotocol/server-filesystem` 2026.8.31 (`npm ci` in
+#   integrations/servers/everything: server-everything exercises every feature — the gateway's
+#   progress, pass-through and relay tests; over streamable HTTP, its reconnection tests —
+#   and both are what the pass-through comparison surveys, directly and through the gateway).
 #
 #   bash scripts/mcp_sdks.sh
 set -euo pipefail
@@ -29,9 +31,9 @@ if ! node -e 'const v = require("./'"$TS"'/node_modules/@modelcontextprotocol/sd
   (cd "$TS" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 EVERYTHING=integrations/servers/everything
-if ! node -e 'process.exit(require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version === "2026.8.31" ? 0 : 1)' 2>/dev/null; then
-  echo "mcp_sdks.sh: installing server-everything into $EVERYTHING/node_modules" >&2
+if ! node -e 'const m = "./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/"; process.exit(require(m + "server-everything/package.json").version === "2026.8.31" && require(m + "server-filesystem/package.json").version === "2026.8.31" ? 0 : 1)' 2>/dev/null; then
+  echo "mcp_sdks.sh: installing server-everything and server-filesystem into $EVERYTHING/node_modules" >&2
   (cd "$EVERYTHING" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 "$VENV/bin/python" -c 'import importlib.metadata as m; print("python mcp", m.version("mcp"))'
-node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version, "; server-everything", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version)'
+node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version, "; server-everything", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version, "; server-filesystem", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-filesystem/package.json").version)'

@@ -87,6 +87,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Every other request a proxy passes on (resources, prompts, completions, the logging level,
+//! subscriptions) goes through [`request`](ToolHealthClient::request): gated by the server's
+//! breaker and counted for the server only, never for a tool ([`is_refusal_error`] tells its
+//! refusal).
+//!
 //! A restarted server is a new peer: [`with_peer`](ToolHealthClient::with_peer) keeps the
 //! registry and settings, so the breakers opened by the dead process stay open until their
 //! cooldown; then one `ping` probes the server, and one call probes each open tool.

@@ -11,7 +11,7 @@
 //! host still holds. Hosts on MCP 2026-07-28 name their resources in `subscriptions/listen`
 //! and are told on that stream.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -33,6 +33,9 @@ type Subscribers = Vec<(u64, String)>;
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
     by_resource: Mutex<HashMap<Key, Subscribers>>,
+    /// Resources the server is subscribed to whose last host went away without
+    /// unsubscribing: the server is unsubscribed at its next update.
+    orphaned: Mutex<HashSet<Key>>,
 }
 
 /// What a subscribe did.
@@ -94,13 +97,30 @@ impl Subscriptions {
         false
     }
 
-    /// Forgets every subscription of a host that is gone.
+    /// Forgets every subscription of a host that is gone (the resources it was the last to
+    /// hold are unsubscribed at their next update).
     pub(crate) fn forget_host(&self, host: u64) {
-        let mut map = self.lock();
-        map.retain(|_, hosts| {
+        let mut orphans = Vec::new();
+        self.lock().retain(|key, hosts| {
             hosts.retain(|(h, _)| *h != host);
+            if hosts.is_empty() {
+                orphans.push(key.clone());
+            }
             !hosts.is_empty()
         });
+        self.orphaned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(orphans.into_iter().take(MAX_SUBSCRIPTIONS));
+    }
+
+    /// Whether `uri` of `server` was held by a host that went away (once: the caller
+    /// unsubscribes the server).
+    pub(crate) fn take_orphan(&self, server: &str, uri: &str) -> bool {
+        self.orphaned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(server.to_owned(), uri.to_owned()))
     }
 
     /// The URIs of `server` some host is subscribed to.
@@ -123,14 +143,17 @@ impl Subscriptions {
 
 impl Hosts {
     /// `server` says `uri` changed: every host subscribed to it is told (each on a task of its
-    /// own, under the URI it subscribed with). Whether any host is still subscribed (when none
-    /// is, the caller unsubscribes upstream).
+    /// own, under the URI it subscribed with). Whether any host is still subscribed.
     pub(crate) fn resource_updated(&self, server: &str, uri: &str) -> bool {
         let mut anyone = false;
         for (id, shown) in self.subscriptions.hosts_of(server, uri) {
-            let Some(host) = self.host(id) else {
-                self.subscriptions.unsubscribe(id, server, uri);
-                continue;
+            let host = match self.host(id) {
+                Some(h) if !matches!(&h.sink, Sink::Session(p) if p.is_transport_closed()) => h,
+                // Gone without unsubscribing (its session ended).
+                _ => {
+                    self.remove(id);
+                    continue;
+                }
             };
             anyone = true;
             tokio::spawn(async move {
@@ -184,5 +207,11 @@ mod tests {
         );
         s.forget_host(3);
         assert!(s.of_server("ev").is_empty());
+        assert!(s.take_orphan("ev", "demo://b"), "its last host went away");
+        assert!(!s.take_orphan("ev", "demo://b"), "once");
+        assert!(
+            !s.take_orphan("ev", "demo://a"),
+            "unsubscribed by its hosts"
+        );
     }
 }

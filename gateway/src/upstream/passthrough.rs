@@ -334,9 +334,11 @@ impl Upstream {
 
 impl Upstream {
     /// The server says `uri` changed: the hosts subscribed to it are told; when none is left
-    /// (they went away without unsubscribing), the server is unsubscribed.
+    /// (they went away without unsubscribing), the server is unsubscribed (once).
     pub(crate) fn resource_updated(self: &Arc<Self>, uri: &str) {
-        if self.hosts.resource_updated(&self.name, uri) {
+        if self.hosts.resource_updated(&self.name, uri)
+            || !self.hosts.subscriptions.take_orphan(&self.name, uri)
+        {
             return;
         }
         let me = Arc::clone(self);

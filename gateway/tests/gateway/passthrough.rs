@@ -385,6 +385,19 @@ pub async fn a_resource_update_reaches_every_subscribed_host() {
         .await
         .unwrap();
     assert_eq!(seen(&a, "rs").await["methods"]["resources/unsubscribe"], 1);
+    // A host that goes away without unsubscribing: the server is unsubscribed at the next
+    // update, which finds nobody to tell.
+    let c = connect(&gw, Host::default()).await;
+    c.peer()
+        .subscribe(SubscribeRequestParams::new("fixture://note"))
+        .await
+        .unwrap();
+    let _ = c.cancel().await;
+    call(&a, "rs__touch", json!({})).await.unwrap();
+    eventually("unsubscribed", Duration::from_secs(10), || async {
+        (seen(&a, "rs").await["methods"]["resources/unsubscribe"] == 2).then_some(())
+    })
+    .await;
     let _ = a.cancel().await;
     let _ = b.cancel().await;
 }
@@ -470,7 +483,8 @@ pub async fn log_messages_reach_each_host_at_its_level_with_the_server_named() {
 }
 
 /// A server's requests of its host (server-everything's sampling and elicitation, the
-/// fixture's roots) reach the host that made the call and its answer comes back; a host that did not offer one is refused, saying
+/// fixture's roots) reach the host that made the call and its answer comes back; with no host
+/// connected one is refused, saying so; a host that did not offer one is refused, saying
 /// so; with two hosts' requests under way the server over stdio cannot say which it asks for
 /// (refused, saying so), over streamable HTTP it does (answered by the right host).
 pub async fn a_servers_request_goes_to_the_host_that_made_the_call() {
@@ -482,7 +496,24 @@ pub async fn a_servers_request_goes_to_the_host_that_made_the_call() {
         "evh": {"url": http.url()},
         "rs": rmcp(),
     }});
-    let gw = Gateway::http(&config, &[]).await;
+    // The upstreams' stderr in the log: what server-everything says of a refused request.
+    let gw = Gateway::http_with_env(
+        &config,
+        &[],
+        &[(
+            "TOOL_HEALTH_GATEWAY_LOG",
+            "info,tool_health_gateway::upstream=debug",
+        )],
+    )
+    .await;
+    // Before any host: server-everything asks for roots right after its handshake.
+    gw.log
+        .wait_for(
+            "cannot relay `roots/list` from MCP server `ev`: no host is connected to the gateway \
+             to answer it",
+            WAIT,
+        )
+        .await;
     let a = connect(&gw, Host::answering("a")).await;
     let b = connect(&gw, Host::answering("b")).await;
     let bare = connect(&gw, Host::default()).await;

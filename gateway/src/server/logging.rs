@@ -148,13 +148,13 @@ mod tests {
     }
 
     #[test]
-    fn the_servers_hear_the_most_verbose_level_asked() {
+    fn a_host_without_a_session_sets_its_own_level_and_keeps_none() {
         let hosts = Hosts::new();
         assert_eq!(hosts.servers_level(), None);
-        // A host with no session: its own level.
         assert_eq!(
             hosts.set_level(99, LoggingLevel::Error),
             LoggingLevel::Error
         );
+        assert_eq!(hosts.servers_level(), None, "nothing kept for it");
     }
 }

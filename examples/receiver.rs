@@ -98,7 +98,7 @@ async fn main() -> std::io::Result<()> {
         .await;
         let _ = stop_tx.send(true);
     });
-    let served = axum::serve(http, app)
+    let served = axum::serve(tool_health::web::nodelay(http), app)
         .with_graceful_shutdown(stopped(stop_rx))
         .await;
     receiver.flush();

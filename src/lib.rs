@@ -50,6 +50,7 @@
 //! | `span_processor` | features `span-processor` (SDK 0.33, [`ToolHealthSpanProcessor`] at the root too) and `span-processor-sdk-0-32`: the same inference fed from OpenTelemetry SDK spans |
 //! | `fleet` | feature `fleet`: decisions shared between replicas over Valkey or Redis |
 //! | `status` | feature `status`: a live status page, the tools as JSON, an event stream (axum); `/metrics` with `prometheus` |
+//! | `web` | features `status` / `receiver`: who may call those routers (`Host`, `Origin`, content types), one guard for every route |
 //!
 //! `ARCHITECTURE.md` draws the layers and follows one tool call through the files; `docs/` has
 //! the guides.
@@ -115,6 +116,8 @@ mod stats;
 #[cfg(feature = "status")]
 pub mod status;
 mod ticks;
+#[cfg(any(feature = "status", feature = "receiver"))]
+pub mod web;
 
 // The crate root: what an application names. Everything else lives in the module of its
 // concept (the crate docs' "Where things are"); the old root names of moved items stay as
@@ -147,7 +150,9 @@ pub use registry::past;
 /// on the thread that records (keep it short, never block). Without observers nothing is paid
 /// on the record path but one relaxed load.
 pub mod observe {
-    pub use crate::registry::{CallEvent, EvictedTool, HealthObserver, OverflowStats, LOG_TARGET};
+    pub use crate::registry::{
+        CallEvent, Escaped, EvictedTool, HealthObserver, OverflowStats, LOG_TARGET,
+    };
 }
 
 // Hidden aliases of names that moved off the root (see the modules named).

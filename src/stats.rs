@@ -385,6 +385,17 @@ impl ToolStats {
         }
     }
 
+    /// The successes and failures since the tool's entry was created, resets ignored: the two
+    /// counters of [`raw`](Self::raw), read alone (a coordinator reads them every round).
+    pub(crate) fn calls(&self) -> (u64, u64) {
+        self.stripes.iter().fold((0u64, 0u64), |(s, f), st| {
+            (
+                s.saturating_add(st.success.load(Relaxed)),
+                f.saturating_add(st.failure.load(Relaxed)),
+            )
+        })
+    }
+
     /// The counters since the tool's entry was created, resets ignored: what the metrics export
     /// as counters (they never go down).
     pub(crate) fn raw(&self) -> StatsSnapshot {

@@ -484,3 +484,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_counts_pass_reads_what_the_views_read_for_every_tool() {
+    let (r, _clock) = setup();
+    for (tool, s, f) in [("a", 3u64, 1u64), ("b", 0, 2), ("c", 5, 0)] {
+        for _ in 0..s {
+            assert!(r.allow_request(tool));
+            r.record_success(tool, MS);
+        }
+        for _ in 0..f {
+            if r.allow_request(tool) {
+                r.record_failure(tool, MS);
+            }
+        }
+    }
+    let mut counts = Vec::new();
+    r.coordination()
+        .for_each_count(|name, c| counts.push((name.to_owned(), c)));
+    counts.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(counts.len(), 3);
+    for (name, c) in counts {
+        let v = r.coordination().coordination_view(&name).expect("tracked");
+        assert_eq!(
+            (c.incarnation, c.success, c.failure),
+            (v.incarnation, v.success, v.failure),
+            "{name}"
+        );
+    }
+}

@@ -504,6 +504,8 @@ fn settings_are_checked_with_the_field_named() {
     );
     assert_eq!(field(b().history_len(1)), "history_len");
     assert_eq!(field(b().event_buffer(15)), "event_buffer");
+    assert_eq!(field(b().max_event_streams(0)), "max_event_streams");
+    assert_eq!(field(b().max_event_streams(10_001)), "max_event_streams");
     let e = b().history_len(601).build().unwrap_err();
     assert!(e.to_string().contains("`history_len`") && e.to_string().contains("2 to 600"));
     // A builder's Debug never shows the token.
@@ -721,6 +723,109 @@ async fn mounted_under_a_prefix_the_routes_answer_there() {
         get_json(&app, "/health/tools/search").await["tool"],
         "search"
     );
+}
+
+/// One request with these headers: its status.
+async fn status_with(app: &Router, method: Method, uri: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    app.clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn every_route_checks_host_and_origin_and_the_guard_can_name_more() {
+    let registry = Arc::new(ToolHealthRegistry::new());
+    registry.record_success("search", Duration::ZERO);
+    let app = status::builder(Arc::clone(&registry))
+        .control_token(TOKEN)
+        .build()
+        .unwrap()
+        .router();
+    let bearer = format!("Bearer {TOKEN}");
+    let routes = [
+        (Method::GET, "/"),
+        (Method::GET, "/tools"),
+        (Method::GET, "/tools/search"),
+        (Method::GET, "/events"),
+        (Method::POST, "/tools/search/force-open"),
+        (Method::GET, "/no-such-route"),
+    ];
+    for (method, uri) in &routes {
+        // DNS rebinding: the browser sends the attacker's name.
+        let rebound = [
+            ("host", "rebind.evil.example:9464"),
+            ("authorization", bearer.as_str()),
+        ];
+        assert_eq!(
+            status_with(&app, method.clone(), uri, &rebound).await,
+            403,
+            "{method} {uri}"
+        );
+        // Another site's page.
+        let foreign = [
+            ("host", "127.0.0.1:9464"),
+            ("origin", "http://evil.example"),
+            ("authorization", bearer.as_str()),
+        ];
+        assert_eq!(
+            status_with(&app, method.clone(), uri, &foreign).await,
+            403,
+            "{method} {uri}"
+        );
+    }
+    // The page's own requests pass.
+    let own = [
+        ("host", "127.0.0.1:9464"),
+        ("origin", "http://127.0.0.1:9464"),
+    ];
+    assert_eq!(status_with(&app, Method::GET, "/tools", &own).await, 200);
+    assert_eq!(
+        registry.breaker_state("search"),
+        BreakerState::Closed,
+        "nothing forced"
+    );
+    // Served under a name: the guard is told.
+    let named = status::builder(Arc::clone(&registry))
+        .guard(
+            tool_health::web::HttpGuard::builder()
+                .allow_host("health.example.com")
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap()
+        .router();
+    let host = [("host", "health.example.com")];
+    assert_eq!(status_with(&named, Method::GET, "/tools", &host).await, 200);
+    assert_eq!(status_with(&app, Method::GET, "/tools", &host).await, 403);
+}
+
+#[tokio::test]
+async fn event_streams_are_capped_and_a_closed_one_frees_its_place() {
+    let registry = Arc::new(ToolHealthRegistry::new());
+    let app = status::builder(Arc::clone(&registry))
+        .max_event_streams(2)
+        .build()
+        .unwrap()
+        .router();
+    let first = Events::open(&app, "/events").await;
+    let _second = Events::open(&app, "/events").await;
+    let res = app
+        .clone()
+        .oneshot(Request::get("/events").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()[header::RETRY_AFTER], "5");
+    drop(first);
+    let _third = Events::open(&app, "/events").await;
 }
 
 /// Groups (a gateway's servers) beside the tools: each shown with its state, connection,

@@ -18,7 +18,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tool_health::fleet::FleetBuilder;
-use tool_health::{CallOutcome, CircuitBreakerConfig, GateDecision, ToolHealthRegistry};
+use tool_health::observe::HealthObserver;
+use tool_health::{
+    BreakerState, CallOutcome, CircuitBreakerConfig, GateDecision, ToolHealthRegistry, Transition,
+};
+
+/// When the breaker opened, each time (µs since the epoch).
+#[derive(Debug, Default)]
+struct Opens(std::sync::Mutex<Vec<u64>>);
+
+impl HealthObserver for Opens {
+    fn on_transition(&self, _tool: &str, t: &Transition, _at: Duration) {
+        if t.to == BreakerState::Open {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(unix_us());
+        }
+    }
+}
 
 /// The environment variable that makes this binary a replica process.
 pub(crate) const ROLE: &str = "TOOL_HEALTH_FLEET_BENCH_REPLICA";
@@ -94,6 +112,8 @@ pub(crate) fn replica() -> std::process::ExitCode {
             .log_transitions(false)
             .build(),
     );
+    let opens = Arc::new(Opens::default());
+    registry.add_observer(Arc::clone(&opens) as Arc<dyn HealthObserver>);
     let fleet = fleet_on.then(|| {
         let _entered = runtime.enter();
         let fleet = FleetBuilder::new(var("TH_BENCH_URL"))
@@ -175,6 +195,19 @@ pub(crate) fn replica() -> std::process::ExitCode {
         for (started, answered) in &failures[i] {
             println!("fail {i} {started} {answered}");
         }
+        // When this replica's breaker opened in this outage (the first time).
+        let from = start + outage_at(i).as_millis() as u64;
+        let to = from + CYCLE.as_millis() as u64;
+        let opened = opens
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .copied()
+            .find(|us| (from * 1000..to * 1000).contains(us));
+        if let Some(us) = opened {
+            println!("open {i} {us}");
+        }
     }
     if let Some(f) = fleet {
         runtime.block_on(f.shutdown());
@@ -182,9 +215,16 @@ pub(crate) fn replica() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-/// One run: `n` processes, fleet mode on or off: the sums per outage, and per outage the
-/// failed calls started before the threshold-th failure was answered fleet-wide (the floor).
-fn run(url: &str, n: usize, fleet: bool, outages: usize, seed: u64) -> (Vec<Seen>, Vec<u64>) {
+/// One run: `n` processes, fleet mode on or off: the sums per outage, per outage the failed
+/// calls started before the threshold-th failure was answered fleet-wide (the floor), and how
+/// long after that instant each replica's breaker opened (ms).
+fn run(
+    url: &str,
+    n: usize,
+    fleet: bool,
+    outages: usize,
+    seed: u64,
+) -> (Vec<Seen>, Vec<u64>, Vec<f64>) {
     let exe = std::env::current_exe().expect("this bench's binary");
     let prefix = super::prefix(&format!("outage-{n}-{fleet}"));
     // Far enough ahead for every process to start and connect.
@@ -207,6 +247,7 @@ fn run(url: &str, n: usize, fleet: bool, outages: usize, seed: u64) -> (Vec<Seen
         .collect();
     let mut sums = vec![Seen::default(); outages];
     let mut failures: Vec<Vec<(u64, u64)>> = vec![Vec::new(); outages];
+    let mut opened: Vec<Vec<u64>> = vec![Vec::new(); outages];
     for child in children {
         let out = child.wait_with_output().expect("the replica ends");
         assert!(out.status.success(), "a replica process failed");
@@ -224,23 +265,31 @@ fn run(url: &str, n: usize, fleet: bool, outages: usize, seed: u64) -> (Vec<Seen
                 ("fail", &[i, started, answered]) => {
                     failures[i as usize].push((started, answered));
                 }
+                ("open", &[i, us]) => opened[i as usize].push(us),
                 _ => {}
             }
         }
     }
+    let mut spread = Vec::new();
     let floors = failures
         .iter_mut()
-        .map(|f| {
+        .zip(&opened)
+        .map(|(f, opened)| {
             f.sort_by_key(|&(_, answered)| answered);
             match f.get(THRESHOLD as usize - 1) {
                 Some(&(_, known)) => {
+                    spread.extend(
+                        opened
+                            .iter()
+                            .map(|us| us.saturating_sub(known) as f64 / 1000.0),
+                    );
                     f.iter().filter(|&&(started, _)| started < known).count() as u64
                 }
                 None => f.len() as u64,
             }
         })
         .collect();
-    (sums, floors)
+    (sums, floors, spread)
 }
 
 /// The measured part: 4 and 16 processes, fleet mode off and on.
@@ -255,24 +304,40 @@ pub(crate) fn outages(url: &str, full: bool) {
         COOLDOWN.as_secs_f64()
     );
     println!(
-        "  {:<9} {:<6} {:>24} {:>12} {:>7} {:>22}",
+        "  {:<9} {:<6} {:>24} {:>12} {:>7} {:>20} {:>22}",
         "processes",
         "fleet",
         "failed calls per outage",
         "(min – max)",
         "floor",
+        "over the floor (max)",
         "probes per recovery"
     );
     for n in [4, 16] {
         for fleet in [false, true] {
             let started = Instant::now();
-            let (sums, floors) = run(url, n, fleet, outages, n as u64 * 10 + u64::from(fleet));
+            let (sums, floors, mut spread) =
+                run(url, n, fleet, outages, n as u64 * 10 + u64::from(fleet));
+            spread.sort_by(f64::total_cmp);
+            let at = |p: f64| {
+                spread
+                    .get(((spread.len() as f64 - 1.0) * p).round() as usize)
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            };
             let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
             let failed: Vec<u64> = sums.iter().map(|s| s.failed).collect();
             let probes: Vec<u64> = sums.iter().map(|s| s.recovery_probes).collect();
             let failed_probes: u64 = sums.iter().map(|s| s.failed_probes).sum();
+            // Each outage's failed calls beyond its own floor.
+            let over: Vec<u64> = failed
+                .iter()
+                .zip(&floors)
+                .map(|(f, fl)| f.saturating_sub(*fl))
+                .collect();
             println!(
-                "  {:<9} {:<6} {:>24.2} {:>12} {:>7.2} {:>22}   ({failed_probes} failed probes; {:.0} s)",
+                "  {:<9} {:<6} {:>24.2} {:>12} {:>7.2} {:>20} {:>22}   ({failed_probes} failed probes; \
+                 opened after the threshold: p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms; {:.0} s)",
                 n,
                 if fleet { "on" } else { "off" },
                 mean(&failed),
@@ -282,15 +347,18 @@ pub(crate) fn outages(url: &str, full: bool) {
                     failed.iter().max().unwrap_or(&0)
                 ),
                 mean(&floors),
+                format!("{:.2} ({})", mean(&over), over.iter().max().unwrap_or(&0)),
                 format!("{probes:?}"),
+                at(0.5),
+                at(0.9),
+                at(1.0),
                 started.elapsed().as_secs_f64()
             );
         }
     }
     println!(
-        "  (goal, fleet on: ≤ {} with 4, ≤ {} with 16; floor: the failed calls started before the \
-         {THRESHOLD}rd failure was answered fleet-wide, which no coordination can save)",
-        THRESHOLD + 2,
-        THRESHOLD + 4
+        "  (goal, fleet on: at most the floor + 1 per outage, with 4 and 16 processes; floor: the \
+         failed calls started before the {THRESHOLD}rd failure was answered fleet-wide, which no \
+         coordination can save)"
     );
 }

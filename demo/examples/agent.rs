@@ -510,7 +510,8 @@ fn start_status(
     runtime.spawn(async move {
         match tokio::net::TcpListener::from_std(listener) {
             Ok(listener) => {
-                if let Err(e) = axum::serve(listener, app).await {
+                // Answers go out when written (TCP_NODELAY: no wait for the browser's ACK).
+                if let Err(e) = axum::serve(tool_health::web::nodelay(listener), app).await {
                     eprintln!("status page: {e}");
                 }
             }

@@ -11,10 +11,11 @@
 //! | `proxy/http`, `gateway/http` | rmcp client → the proxy or gateway (streamable HTTP on 127.0.0.1) | stdio child |
 //!
 //! The upstream is this binary serving the tests' rmcp fixture (`tests/support/fixture.rs`,
-//! its `echo` tool); the proxy is this binary too (`OVERHEAD_ROLE=proxy-stdio|proxy-http`): an
-//! rmcp `ServerHandler` whose `tools/list` and `tools/call` forward to an rmcp client of the
-//! upstream, served with rmcp's stdio transport or its `StreamableHttpService` in axum — the
-//! parts the gateway is built from. The gateway runs as its binary with its defaults (schema
+//! its `echo` tool); the proxy is this binary too (`OVERHEAD_ROLE=proxy-stdio|proxy-http`,
+//! `passthrough.rs`): an rmcp `ServerHandler` whose `tools/list` and `tools/call` forward to
+//! an rmcp client of the upstream, served with rmcp's stdio transport or its
+//! `StreamableHttpService` in axum — the parts the gateway is built from. `sdk_clients.rs`
+//! measures the same two with the official TypeScript and Python SDK clients. The gateway runs as its binary with its defaults (schema
 //! check on, OTLP export off, log at `warn`).
 //!
 //! Criterion measures the mean time per sequential call of each configuration. With
@@ -31,116 +32,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
-};
-use rmcp::service::{Peer, RequestContext, RunningService};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{
-    StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService,
-    TokioChildProcess,
-};
-use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fixture.rs"]
 mod fixture;
+#[allow(dead_code)]
+mod passthrough;
 
-/// Which process this binary is.
-const ROLE: &str = "OVERHEAD_ROLE";
-
-fn exe() -> String {
-    std::env::current_exe()
-        .expect("this binary")
-        .display()
-        .to_string()
-}
-
-/// A command that runs this binary as the rmcp upstream.
-fn upstream_command() -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(exe());
-    c.env(fixture::ROLE, "rmcp-fixture").env_remove(ROLE);
-    c
-}
-
-// ---------------------------------------------------------------------------------------
-// The pass-through proxy
-// ---------------------------------------------------------------------------------------
-
-/// Forwards `tools/list` and `tools/call` to the upstream, nothing else.
-#[derive(Clone)]
-struct Proxy {
-    upstream: Peer<RoleClient>,
-}
-
-fn forwarded(e: rmcp::service::ServiceError) -> ErrorData {
-    match e {
-        rmcp::service::ServiceError::McpError(e) => e,
-        other => ErrorData::internal_error(other.to_string(), None),
-    }
-}
-
-impl ServerHandler for Proxy {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        self.upstream.list_tools(request).await.map_err(forwarded)
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        self.upstream
-            .call_tool(request)
-            .await
-            .map(CallToolResponse::from)
-            .map_err(forwarded)
-    }
-}
-
-/// The proxy process: its upstream over stdio, its host over stdio or HTTP.
-fn serve_proxy(http: bool) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        let transport = TokioChildProcess::new(upstream_command()).expect("start the upstream");
-        let upstream = ().serve(transport).await.expect("the upstream's handshake");
-        let proxy = Proxy {
-            upstream: upstream.peer().clone(),
-        };
-        if http {
-            let service = StreamableHttpService::new(
-                move || Ok(proxy.clone()),
-                Arc::new(LocalSessionManager::default()),
-                StreamableHttpServerConfig::default(),
-            );
-            let router = axum::Router::new().route_service("/mcp", service);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            eprintln!("listening on http://{}", listener.local_addr().unwrap());
-            axum::serve(listener, router).await.unwrap();
-        } else {
-            let running = proxy
-                .serve((tokio::io::stdin(), tokio::io::stdout()))
-                .await
-                .expect("the host's handshake");
-            let _ = running.waiting().await;
-        }
-        drop(upstream);
-    });
-}
+use passthrough::{exe, gateway_command, http_url, serve_proxy, upstream_command, ROLE};
 
 // ---------------------------------------------------------------------------------------
 // The configurations
@@ -153,59 +57,6 @@ struct Target {
     tool: &'static str,
     /// Processes to end with the target (an HTTP server started here).
     _child: Option<tokio::process::Child>,
-}
-
-/// Waits for `listening on http://ADDR` on `child`'s stderr; the URL of `/mcp` there.
-async fn http_url(child: &mut tokio::process::Child) -> String {
-    let stderr = child.stderr.take().expect("stderr piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                // `127.0.0.1:PORT` (the gateway's line goes on with `: MCP at /mcp, …`).
-                let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
-                return addr.trim_end_matches(':').to_owned();
-            }
-        }
-        panic!("no `listening on` line");
-    })
-    .await
-    .expect("listening in time");
-    // Keep draining stderr so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    format!("http://{addr}/mcp")
-}
-
-fn gateway_config() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("overhead-bench");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gateway.json");
-    // `OVERHEAD_GATEWAY_HEALTH`: a `health` section for experiments (`{"schemaCheck": "off"}`);
-    // the recorded figures use the defaults.
-    let health: serde_json::Value = std::env::var("OVERHEAD_GATEWAY_HEALTH")
-        .ok()
-        .and_then(|h| serde_json::from_str(&h).ok())
-        .unwrap_or_else(|| json!({}));
-    let config = json!({
-        "mcpServers": {"rs": {"command": exe(), "args": [], "env": {fixture::ROLE: "rmcp-fixture"}}},
-        "health": health,
-    });
-    std::fs::write(&path, config.to_string()).unwrap();
-    path
-}
-
-fn gateway_command(http: bool) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_tool-health-gateway"));
-    c.arg("--config").arg(gateway_config());
-    if http {
-        c.args(["--no-stdio", "--listen", "127.0.0.1:0"]);
-    }
-    c.env("TOOL_HEALTH_GATEWAY_LOG", "warn,tool_health_gateway=info")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        .env_remove("TOOL_HEALTH_FLEET_URL");
-    c
 }
 
 async fn over_stdio(

@@ -9,6 +9,7 @@ tool-health-gateway: MCP servers behind circuit breakers, for any MCP host
 
 usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
                            [--control-token-file FILE] [--allow-host HOST]...
+                           [--allow-origin ORIGIN]...
                            [--otlp-grpc ADDR] [--forward-traces URL] [--no-watch]
                            [--check]
        tool-health-gateway --healthcheck URL
@@ -21,8 +22,13 @@ usage: tool-health-gateway --config FILE [--listen ADDR] [--no-stdio]
   --no-stdio                 no MCP over stdin/stdout (with --listen: an HTTP-only gateway)
   --control-token-file FILE  turn the operator controls on, behind the token in FILE (or set
                              TOOL_HEALTH_GATEWAY_TOKEN); 16 to 256 visible ASCII characters
-  --allow-host HOST          a Host header /mcp accepts besides localhost (repeatable; needed
-                             when clients reach a non-loopback --listen by name)
+  --allow-host HOST          a Host every route accepts besides localhost, 127.0.0.1 and [::1]
+                             (repeatable; `name` any port, `name:port` that one): needed when
+                             clients reach a non-loopback --listen by name or address; `*`
+                             accepts every Host (only where no browser reaches the port)
+  --allow-origin ORIGIN      a web page's origin that may call the routes from a browser
+                             besides the gateway's own pages (repeatable;
+                             `https://app.example.com`, `http://localhost:*`)
   --otlp-grpc ADDR           also receive agents' traces over OTLP/gRPC on ADDR (as --listen:
                              127.0.0.1 unless it says otherwise; 4317 is OTLP's port)
   --forward-traces URL       forward every trace request received, unchanged, to this
@@ -45,6 +51,8 @@ pub(crate) struct Args {
     pub(crate) stdio: bool,
     pub(crate) token_file: Option<PathBuf>,
     pub(crate) allow_hosts: Vec<String>,
+    /// `--allow-origin`: origins of pages that may call the HTTP routes.
+    pub(crate) allow_origins: Vec<String>,
     pub(crate) check: bool,
     /// `--otlp-grpc`: where the OTLP/gRPC trace receiver listens.
     pub(crate) otlp_grpc: Option<SocketAddr>,
@@ -87,6 +95,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
     let mut stdio = true;
     let mut token_file = None;
     let mut allow_hosts = Vec::new();
+    let mut allow_origins = Vec::new();
     let mut check = false;
     let mut otlp_grpc = None;
     let mut forward_traces = None;
@@ -111,6 +120,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
                 token_file = Some(PathBuf::from(value("--control-token-file")?))
             }
             "--allow-host" => allow_hosts.push(value("--allow-host")?),
+            "--allow-origin" => allow_origins.push(value("--allow-origin")?),
             "--check" => check = true,
             "--no-watch" => watch = false,
             "--otlp-grpc" => {
@@ -151,6 +161,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, S
         stdio,
         token_file,
         allow_hosts,
+        allow_origins,
         check,
         otlp_grpc,
         forward_traces,
@@ -169,7 +180,7 @@ mod tests {
     #[test]
     fn the_command_line_is_read() {
         let Command::Run(a) =
-            args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local").unwrap()
+            args("--config gw.json --listen 8080 --no-stdio --allow-host=gw.local --allow-origin http://localhost:*").unwrap()
         else {
             panic!()
         };
@@ -177,6 +188,7 @@ mod tests {
         assert!(!a.stdio);
         assert!(a.watch);
         assert_eq!(a.allow_hosts, ["gw.local"]);
+        assert_eq!(a.allow_origins, ["http://localhost:*"]);
         assert_eq!(
             listen_addr("localhost:9").unwrap(),
             "127.0.0.1:9".parse().unwrap()

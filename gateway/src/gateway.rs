@@ -10,13 +10,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tool_health::fleet::{Fleet, FleetBuilder};
 use tool_health::status::{PrometheusMetrics, Status};
+use tool_health::web::HttpGuard;
 use tool_health::{ToolHealthRegistry, ToolPolicy};
 
 use crate::config::{Config, Secrets};
-use crate::http::api::Probes;
-use crate::http::controls::Token;
-use crate::reload::Reloads;
-use crate::server::notify::Hosts;
+use crate::notify::Hosts;
+use crate::probes::Probes;
+use crate::reloads::Reloads;
+use crate::token::Token;
 use crate::upstream::{Supervised, Upstreams};
 
 /// The gateway's state.
@@ -29,8 +30,11 @@ pub(crate) struct Gateway {
     pub(crate) fleet: Option<Fleet>,
     pub(crate) probes: Probes,
     /// The hosts' spans of the calls served (see `server/served.rs`).
-    pub(crate) served: Arc<crate::server::served::ServedSpans>,
+    pub(crate) served: Arc<crate::served::ServedSpans>,
     pub(crate) token: Option<Token>,
+    /// Who may call the HTTP routes (every one of them: the API, `/mcp`, the status page, the
+    /// trace receiver).
+    pub(crate) guard: HttpGuard,
     pub(crate) max_message_bytes: usize,
     /// The config's secrets, masked in the log and in answers (a reload adds its own).
     pub(crate) secrets: Arc<Secrets>,
@@ -68,6 +72,7 @@ impl Gateway {
         config: &Config,
         registry: Arc<ToolHealthRegistry>,
         token: Option<Token>,
+        guard: HttpGuard,
         meter: Option<&opentelemetry::metrics::Meter>,
         secrets: &Arc<Secrets>,
     ) -> Result<Arc<Self>, String> {
@@ -78,6 +83,9 @@ impl Gateway {
                 let mut b = FleetBuilder::new(f.url.clone());
                 if let Some(p) = &f.prefix {
                     b = b.prefix(p.clone());
+                }
+                if let Some(n) = f.shards {
+                    b = b.shards(n);
                 }
                 Some(b)
             }
@@ -113,6 +121,7 @@ impl Gateway {
         let view = servers.view();
         let mut status = tool_health::status::builder(Arc::clone(&registry))
             .prometheus(prometheus)
+            .guard(guard.clone())
             .groups("server", move || {
                 view.now().iter().map(|u| u.group()).collect()
             });
@@ -131,6 +140,7 @@ impl Gateway {
             probes: Probes::default(),
             served: Arc::default(),
             token,
+            guard,
             max_message_bytes: config.health.max_message_bytes,
             secrets: Arc::clone(secrets),
             reloads: Reloads::default(),

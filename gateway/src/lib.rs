@@ -14,16 +14,26 @@
 //! | `cli` | the command line |
 //! | `config` | the config file: `mcpServers` + `health`, checked with lines and fixes |
 //! | `names` | the rule for the names hosts see: `{server}__{tool}` |
+//! | `notify` | the hosts to tell when the tool list changes |
+//! | `progress` | where an upstream's progress notifications go: the host that asked |
+//! | `served` | the hosts' spans of the calls served (counted once by the receiver) |
+//! | `token` | the operator-control token |
+//! | `probes` | the probes agents hold through the API (`claim` → `report`) |
 //! | `upstream` | one client per upstream server, its supervisor (restarts with backoff), the set of them |
-//! | `server` | the MCP server side: the handler, the stdio transport, the notifier |
-//! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router |
+//! | `gateway` | the assembled state |
+//! | `server` | the MCP server side: the handler, the stdio transport |
+//! | `http` | `--listen`: `/mcp`, the `/v1` API, controls, the status router, behind one guard |
 //! | `telemetry` | the log (stderr, secrets masked) and OTLP export |
 //! | `signals` | SIGTERM and SIGINT stop it gracefully, SIGHUP reloads |
 //! | `reload` | the config reloaded on SIGHUP and when its file changes |
+//! | `reloads` | how many reloads there were, how the last one went (for the API) |
 //! | `healthcheck` | `--healthcheck URL`: the container image's health check |
-//! | `gateway` | the assembled state |
 //!
-//! (The OTLP receiver of issue 23 is a module of its own beside `http`, mounted at
+//! Dependencies point one way (`scripts/check_layers.py` checks it): the transports (`server`,
+//! `http`) and `reload` hold the assembled `gateway`, which holds the `upstream`s, which tell
+//! `notify`.
+//!
+//! (The OTLP receiver of issue 23 is the library's `tool_health::receiver`, mounted at
 //! `/v1/traces`.)
 
 mod cli;
@@ -32,10 +42,17 @@ mod gateway;
 mod healthcheck;
 mod http;
 mod names;
+mod notify;
+mod probes;
+mod progress;
+mod relay;
 mod reload;
+mod reloads;
+mod served;
 mod server;
 mod signals;
 mod telemetry;
+mod token;
 mod upstream;
 
 use std::process::ExitCode;
@@ -43,12 +60,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
+use tool_health::web::HttpGuard;
 
 use crate::gateway::Gateway;
-use crate::http::controls::Token;
 use crate::server::stdio::StdioTransport;
 use crate::server::GatewayServer;
 use crate::signals::Signals;
+use crate::token::Token;
 
 /// How long stopping may take (servers killed, the last metrics flushed).
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -86,6 +104,13 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     }
     let token = match read_token(&args) {
         Ok(t) => t,
+        Err(e) => {
+            eprintln!("tool-health-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let guard = match http_guard(&args) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("tool-health-gateway: {e}");
             return ExitCode::from(2);
@@ -133,9 +158,33 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve(args, config, token));
+    let code = runtime.block_on(serve(args, config, token, guard));
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// Who may call the HTTP routes: the loopback names, `--allow-host`, `--allow-origin`.
+fn http_guard(args: &cli::Args) -> Result<HttpGuard, String> {
+    let mut b = HttpGuard::builder();
+    for h in &args.allow_hosts {
+        // `*`: every Host (a cluster whose probes and scrapers use the pod's address).
+        b = if h == "*" {
+            b.allow_any_host()
+        } else {
+            b.allow_host(h.clone())
+        };
+    }
+    for o in &args.allow_origins {
+        b = b.allow_origin(o.clone());
+    }
+    b.build().map_err(|e| {
+        let flag = if e.setting == "allow_host" {
+            "--allow-host"
+        } else {
+            "--allow-origin"
+        };
+        format!("{flag} {:?}: expected {}", e.value, e.expected)
+    })
 }
 
 /// The control token from `--control-token-file` or `TOOL_HEALTH_GATEWAY_TOKEN`.
@@ -165,7 +214,12 @@ fn fatal(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) -> ExitCode {
+async fn serve(
+    args: cli::Args,
+    config: config::Config,
+    token: Option<Token>,
+    guard: HttpGuard,
+) -> ExitCode {
     // First: a signal from now on stops the gateway gracefully.
     let mut signals = Signals::install();
     let registry = gateway::registry(&config);
@@ -178,7 +232,7 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         use opentelemetry::metrics::MeterProvider as _;
         g.meter_provider().meter(tool_health::otlp::METER_SCOPE)
     });
-    let gw = match Gateway::start(&config, registry, token, meter.as_ref(), &secrets) {
+    let gw = match Gateway::start(&config, registry, token, guard, meter.as_ref(), &secrets) {
         Ok(gw) => gw,
         Err(e) => return fatal(&e),
     };
@@ -211,6 +265,7 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         let servers: std::collections::HashSet<String> =
             config.servers.iter().map(|s| s.name.clone()).collect();
         let mut b = tool_health::receiver::Receiver::builder(Arc::clone(&gw.registry))
+            .guard(gw.guard.clone())
             .map_tool_names(move |name| names::key_of(name, |s| servers.contains(s)))
             // A host's spans of calls the gateway served (and recorded) count once.
             .recorded_elsewhere({
@@ -261,15 +316,20 @@ async fn serve(args: cli::Args, config: config::Config, token: Option<Token>) ->
         if !bound.ip().is_loopback() {
             tracing::warn!(
                 "listening beyond loopback on {bound}: the API and /mcp have no authentication \
-                 (only the controls need the token); put the gateway behind your own auth"
+                 (only the controls need the token); put the gateway behind your own auth. \
+                 Clients that reach it by a name or an address other than localhost need \
+                 --allow-host NAME (every route refuses other Host headers with 403)"
             );
         }
         tracing::info!(
             "listening on http://{bound}: MCP at /mcp, the API at /v1/tools, the status page at /, \
              OTLP/HTTP traces at /v1/traces"
         );
-        let router = http::router(&gw, &args.allow_hosts, receiver.as_ref());
+        let router = http::router(&gw, receiver.as_ref());
         let stop = gw.shutdown.clone();
+        // Every answer goes out when written: without TCP_NODELAY a response written in pieces
+        // waits for the client's delayed ACK (~40 ms a call with the SDK clients).
+        let listener = tool_health::web::nodelay(listener);
         http_task = Some(tokio::spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(stop.cancelled_owned())

@@ -17,6 +17,8 @@
 //! [`KEY_SEPARATOR`](tool_health::mcp::KEY_SEPARATOR)): the same server name, the tool's own
 //! name.
 
+use tool_health::observe::Escaped;
+
 /// Between the server's name and the tool's in a shown name.
 pub(crate) const SEPARATOR: &str = "__";
 
@@ -303,12 +305,14 @@ fn describe_byte(c: u8) -> String {
     }
 }
 
-/// `text` cut to `max` characters with control characters replaced, for logs and messages.
+/// `text` cut to `max` characters with every character a log line would hide replaced by `?`
+/// (control characters, bidirectional controls, zero-width characters and the other
+/// default-ignorable code points: the library's `Escaped::is_hidden`), for logs and messages.
 pub(crate) fn printable(text: &str, max: usize) -> String {
     let mut out: String = text
         .chars()
         .take(max)
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| if Escaped::is_hidden(c) { '?' } else { c })
         .collect();
     if text.chars().nth(max).is_some() {
         out.push('…');
@@ -441,5 +445,13 @@ mod tests {
     fn printable_cuts_and_replaces_control_characters() {
         assert_eq!(printable("a\nb", 10), "a?b");
         assert_eq!(printable("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn printable_hides_no_bidi_nor_zero_width_character() {
+        // A tool name a model sent: it must not read `py__exe.txt` in the log, nor hide a part.
+        let shown = printable("py__\u{202e}txt.exe\u{2066}\u{200b}x\u{fe0f}\u{e0041}", 80);
+        assert_eq!(shown, "py__?txt.exe??x??");
+        assert_eq!(printable("café 検索", 80), "café 検索");
     }
 }

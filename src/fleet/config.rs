@@ -59,8 +59,12 @@ pub const DEFAULT_PROBE_LEASE: Duration = Duration::from_secs(30);
 pub mod env {
     /// The store's URL: `redis://[user[:password]@]host[:port][/db]` (`valkey://` too),
     /// `rediss://` / `valkeys://` for TLS (feature `fleet-tls`), `redis-sentinel://` for a
-    /// Sentinel-managed primary. Required.
+    /// Sentinel-managed primary, `redis-cluster://host:port[?node=host:port&..]`
+    /// (`valkey-cluster://`, `rediss-cluster://`) for a Redis or Valkey cluster. Required.
     pub const URL: &str = "TOOL_HEALTH_FLEET_URL";
+    /// On a cluster, how many shards the fleet's keys are spread over (default 3; 1–64):
+    /// every replica of a fleet must use the same number.
+    pub const SHARDS: &str = "TOOL_HEALTH_FLEET_SHARDS";
     /// The ACL user, if not in the URL.
     pub const USERNAME: &str = "TOOL_HEALTH_FLEET_USERNAME";
     /// The password, so that it need not be in the URL (it wins over the URL's).
@@ -109,6 +113,7 @@ pub struct FleetBuilder {
     pub(crate) rate_scope: RateScope,
     pub(crate) quorum: u32,
     pub(crate) quorum_window: Duration,
+    pub(crate) shards: u16,
     pub(crate) tls_ca_file: Option<std::path::PathBuf>,
     #[cfg(feature = "fleet-tls")]
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
@@ -127,6 +132,7 @@ impl fmt::Debug for FleetBuilder {
             .field("rate_scope", &self.rate_scope)
             .field("quorum", &self.quorum)
             .field("quorum_window", &self.quorum_window)
+            .field("shards", &self.shards)
             .field("tls_ca_file", &self.tls_ca_file)
             .field("tls_config", &self.has_tls_config())
             .finish()
@@ -150,6 +156,7 @@ impl FleetBuilder {
             rate_scope: RateScope::default(),
             quorum: 1,
             quorum_window: Duration::from_secs(60),
+            shards: super::keys::DEFAULT_SHARDS,
             tls_ca_file: None,
             #[cfg(feature = "fleet-tls")]
             tls: None,
@@ -221,6 +228,16 @@ impl FleetBuilder {
                 })?;
             b = b.quorum(q);
         }
+        if let Some(n) = var(env::SHARDS) {
+            let n = n.trim().parse::<u16>().ok().ok_or_else(|| {
+                FleetError::Config(format!(
+                    "{} must be an integer from 1 to {}",
+                    env::SHARDS,
+                    super::keys::MAX_SHARDS
+                ))
+            })?;
+            b = b.shards(n);
+        }
         if let Some(path) = var(env::TLS_CA_FILE) {
             b = b.tls_ca_file(path);
         }
@@ -290,6 +307,16 @@ impl FleetBuilder {
         self
     }
 
+    /// On a cluster (`redis-cluster://`), how many shards the fleet's keys are spread over
+    /// (default 3, at most 64): shard `i` lives in a slot of the `i`-th of that many equal parts
+    /// of the slot space, so set it to the cluster's number of primaries to give each one shard
+    /// (FLEET.md, "Cluster mode"). Every replica of a fleet must use the same number, as it
+    /// must the same prefix. Ignored on a single server.
+    pub fn shards(mut self, shards: u16) -> Self {
+        self.shards = shards;
+        self
+    }
+
     /// A PEM file of CA certificates to trust for `rediss://` instead of the platform's roots
     /// (which honour `SSL_CERT_FILE` / `SSL_CERT_DIR`). Needs feature `fleet-tls`.
     pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
@@ -333,6 +360,12 @@ impl FleetBuilder {
         positive("the quorum window", self.quorum_window)?;
         if self.quorum == 0 || self.quorum > 1000 {
             return Err(FleetError::Config("the quorum must be 1–1000".into()));
+        }
+        if self.shards == 0 || self.shards > super::keys::MAX_SHARDS {
+            return Err(FleetError::Config(format!(
+                "the number of shards must be 1–{}",
+                super::keys::MAX_SHARDS
+            )));
         }
         Ok(())
     }
@@ -385,6 +418,8 @@ mod tests {
             FleetBuilder::new("redis://h").poll_interval(Duration::ZERO),
             FleetBuilder::new("redis://h").command_timeout(Duration::from_secs(100_000)),
             FleetBuilder::new("redis://h").quorum(0),
+            FleetBuilder::new("redis-cluster://h").shards(0),
+            FleetBuilder::new("redis-cluster://h").shards(65),
         ] {
             assert!(b.validate().is_err(), "{b:?}");
         }

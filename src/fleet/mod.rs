@@ -1,5 +1,7 @@
 //! Fleet mode: breaker decisions shared between the replicas of a service over Valkey or
-//! Redis ≥ 7 (feature `fleet`; `rediss://` with `fleet-tls`).
+//! Redis ≥ 7 — one server, Sentinel, or a cluster (`redis-cluster://`: the fleet's keys spread
+//! over shards, each routed to its slot's primary) — (feature `fleet`; `rediss://` with
+//! `fleet-tls`).
 //!
 //! Without it, each replica learns on its own that a tool is down (N × threshold failed calls),
 //! each sends its own probe after the cooldown (N probes at a recovering service), failure-rate
@@ -27,8 +29,9 @@
 //! replicas decided through the registry's coordination surface — the same CAS loop the gate
 //! uses. No call ever waits on the network, and when the store is down, hanging, restarted
 //! empty, out of reach or failed over, every replica keeps breaking on its own and resyncs
-//! (re-publishing its open breakers) when the store answers again. `FLEET.md` has the
-//! protocol, the guarantees and each failure mode.
+//! (re-publishing its open breakers) when the store answers again — on a cluster shard by
+//! shard, the others coordinating meanwhile. `FLEET.md` has the protocol, the guarantees, each
+//! failure mode, cluster mode and what a fleet costs at scale.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -61,6 +64,7 @@
 //! store goes away and comes back, and once per kind of untrustworthy value met.
 
 mod config;
+mod keys;
 mod otel;
 mod scripts;
 mod store;
@@ -86,6 +90,7 @@ pub use config::{
     env, FleetBuilder, RateScope, DEFAULT_COMMAND_TIMEOUT, DEFAULT_POLL_INTERVAL, DEFAULT_PREFIX,
     DEFAULT_PROBE_LEASE,
 };
+pub use keys::{DEFAULT_SHARDS, MAX_SHARDS};
 
 use task::{Command, ControlChange, Shared};
 
@@ -186,8 +191,8 @@ impl FleetBuilder {
         self.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
         let _entered = runtime.enter();
-        let store = store::Store::new(&self)?;
-        let (shared, commands, task) = task::spawn(self, Arc::clone(registry), store);
+        let (store, events) = store::Store::new(&self)?;
+        let (shared, commands, task) = task::spawn(self, Arc::clone(registry), store, events);
         Ok(Fleet {
             shared,
             commands,

@@ -1,7 +1,8 @@
 //! The store-side half of the protocol: Lua scripts, run atomically by the server with its own
 //! clock (`TIME`), loaded once and called by hash (`EVALSHA`, reloaded after `NOSCRIPT`: a
-//! restarted server has forgotten them). Each script's header (in `lua/`) says what it takes
-//! and answers; `wire.rs` parses the answers.
+//! restarted server, or a cluster node seen for the first time, has not got them). Each
+//! script's header (in `lua/`) says which keys it is given (all in one shard: `keys.rs`), what
+//! it takes and what it answers; `wire.rs` parses the answers.
 
 use fred::types::scripts::Script;
 
@@ -23,8 +24,11 @@ pub(super) struct Scripts {
     pub(super) claim: Script,
     /// The probe's result: close the episode or open the next one.
     pub(super) settle: Script,
-    /// Every poll: the boot id, and the tools open or controlled fleet-wide.
-    pub(super) poll: Script,
+    /// A poll's first half: a shard's boot id and change counter, and the tools it lists
+    /// (open, controlled, streaking) when something changed.
+    pub(super) index: Script,
+    /// A poll's second half: the state, control and streak of the tools named.
+    pub(super) read: Script,
     /// An operator's control, fleet-wide.
     pub(super) control: Script,
     /// New counts into the fleet's failure-rate window, and the window's sums.
@@ -35,13 +39,42 @@ pub(super) struct Scripts {
     pub(super) streak: Script,
 }
 
+/// Which script to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Which {
+    Trip,
+    Claim,
+    Settle,
+    Index,
+    Read,
+    Control,
+    Counts,
+    Lease,
+    Streak,
+}
+
 impl Scripts {
+    pub(super) fn get(&self, which: Which) -> &Script {
+        match which {
+            Which::Trip => &self.trip,
+            Which::Claim => &self.claim,
+            Which::Settle => &self.settle,
+            Which::Index => &self.index,
+            Which::Read => &self.read,
+            Which::Control => &self.control,
+            Which::Counts => &self.counts,
+            Which::Lease => &self.lease,
+            Which::Streak => &self.streak,
+        }
+    }
+
     pub(super) fn new() -> Self {
         Self {
             trip: Script::from_lua(lua!("trip")),
             claim: Script::from_lua(lua!("claim")),
             settle: Script::from_lua(lua!("settle")),
-            poll: Script::from_lua(lua!("poll")),
+            index: Script::from_lua(lua!("index")),
+            read: Script::from_lua(lua!("read")),
             control: Script::from_lua(lua!("control")),
             counts: Script::from_lua(lua!("counts")),
             lease: Script::from_lua(lua!("lease")),

@@ -507,8 +507,9 @@ pub(crate) enum StreakReply {
     Streak { n: u64, threshold: u64 },
     /// No streak (a success ended it, or there was none).
     None,
-    /// The tool is open fleet-wide: no streak while it is.
-    Open,
+    /// The tool is open fleet-wide (episode `ep`, its probe in `remaining`): no streak while
+    /// it is.
+    Open { ep: u64, remaining: Duration },
     /// This report reached the threshold: episode `ep` opened for `cooldown`.
     Tripped { ep: u64, cooldown: Duration },
     /// A newer format holds the tool's state: this replica stays local for it.
@@ -526,7 +527,17 @@ pub(crate) fn streak_reply(f: &[String]) -> Option<Reply<StreakReply>> {
             threshold: int(threshold, MAX_THRESHOLD)?,
         },
         "none" => StreakReply::None,
-        "open" => StreakReply::Open,
+        "open" => {
+            // `n` carries the episode's cooldown, `cooldown` what is left of it.
+            let (whole, remaining) = (ms(n)?, ms(cooldown)?);
+            if remaining > whole {
+                return None; // see `SharedState::parse`
+            }
+            StreakReply::Open {
+                ep: int(ep, MAX_INT).filter(|e| *e > 0)?,
+                remaining,
+            }
+        }
         "tripped" => StreakReply::Tripped {
             ep: int(ep, MAX_INT).filter(|e| *e > 0)?,
             cooldown: ms(cooldown)?,
@@ -614,6 +625,40 @@ pub(crate) fn poll_reply(f: &[String]) -> Option<Reply<PollReply>> {
         },
         boot,
         corrupt,
+    })
+}
+
+/// What a poll's first half answered: the shard's boot id and change counter, and the tools
+/// it lists when they changed since the replica's last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IndexReply {
+    pub(crate) boot: Boot,
+    pub(crate) seq: u64,
+    pub(crate) corrupt: u64,
+    /// `None`: nothing changed since the last read (`same`).
+    pub(crate) listed: Option<Vec<String>>,
+    /// Members listed that are no tool name (skipped).
+    pub(crate) unreadable: u64,
+}
+
+pub(crate) fn index_reply(f: &[String]) -> Option<IndexReply> {
+    let [b, seq, corrupt, kind, rest @ ..] = f else {
+        return None;
+    };
+    let listed = match kind.as_str() {
+        "same" if rest.is_empty() => None,
+        "list" => Some(rest.iter().filter_map(|hex| decode_tool(hex)).collect()),
+        _ => return None,
+    };
+    let unreadable = listed
+        .as_ref()
+        .map_or(0, |l: &Vec<String>| (rest.len() - l.len()) as u64);
+    Some(IndexReply {
+        boot: boot(b)?,
+        seq: int(seq, MAX_INT)?,
+        corrupt: int(corrupt, MAX_INT)?,
+        listed,
+        unreadable,
     })
 }
 
@@ -875,13 +920,37 @@ mod tests {
                 cooldown: Duration::from_secs(5)
             })
         );
+        assert_eq!(
+            streak(&["open", "5000", "0", "99", "1200", "17", "0"]),
+            Some(StreakReply::Open {
+                ep: 99,
+                remaining: Duration::from_millis(1200)
+            })
+        );
         for bad in [
             &["streak", "0", "3", "0", "0", "17", "0"][..],
             &["tripped", "3", "3", "0", "5000", "17", "0"],
+            &["open", "5000", "0", "99", "5001", "17", "0"],
+            &["open", "5000", "0", "0", "10", "17", "0"],
             &["streak", "2", "3", "0", "0", "17"],
             &["what", "2", "3", "0", "0", "17", "0"],
         ] {
             assert_eq!(streak(bad), None, "{bad:?}");
+        }
+        // A poll's first half: nothing changed, or the tools listed (names only).
+        let index = |f: &[&str]| index_reply(&v(f));
+        let same = index(&["17", "42", "0", "same"]).unwrap();
+        assert_eq!((same.boot, same.seq, same.listed), (Boot(17), 42, None));
+        let list = index(&["17", "43", "1", "list", "61", "ff", "62"]).unwrap();
+        assert_eq!(list.listed, Some(vec!["a".to_owned(), "b".to_owned()]));
+        assert_eq!((list.corrupt, list.unreadable), (1, 1));
+        for bad in [
+            &["17", "42", "0", "same", "61"][..],
+            &["17", "42", "0", "other"],
+            &["17", "-1", "0", "same"],
+            &["17", "42", "0"],
+        ] {
+            assert_eq!(index(bad), None, "{bad:?}");
         }
         // One tool's unreadable sums leave the others of the batch readable.
         let r = counts_reply(&v(&["17", "0", "61", "-", "-", "62", "3", "4"])).unwrap();
@@ -994,6 +1063,7 @@ mod tests {
             let _ = claim_reply(&f, me);
             let _ = settle_reply(&f);
             let _ = poll_reply(&f);
+            let _ = index_reply(&f);
             let _ = counts_reply(&f);
             let _ = lease_reply(&f, me);
             let _ = streak_reply(&f);

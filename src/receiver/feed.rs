@@ -10,8 +10,9 @@ use std::cell::Cell;
 
 use crate::infer::span_core::Arrival;
 
-use super::span::{SpanRecord, View};
-use super::wire::{self, Located};
+use super::record::{Located, Source, SpanRecord, WireError};
+use super::span::View;
+use super::{json, wire};
 use super::{Counters, Format, IngestError, Ingested, Inner};
 
 /// Reads `body` into the registry.
@@ -25,7 +26,7 @@ pub(super) fn ingest(inner: &Inner, body: &[u8], format: Format) -> Result<Inges
         Format::Json => {
             doc = serde_json::from_slice::<serde_json::Value>(body)
                 .map_err(|e| IngestError::Malformed(format!("invalid JSON: {e}")))?;
-            super::json::locate(&doc, limits.max_spans_per_request, &mut located)
+            json::locate(&doc, limits.max_spans_per_request, &mut located)
         }
     }
     .map_err(|e| IngestError::Malformed(e.to_string()))?;
@@ -46,7 +47,7 @@ pub(super) fn ingest(inner: &Inner, body: &[u8], format: Format) -> Result<Inges
     let mut rec = SpanRecord::default();
     let mut first_error: Option<String> = None;
     for l in &located {
-        if let Err(e) = wire::read_span(
+        if let Err(e) = read_span(
             l,
             limits.max_attributes_per_span,
             limits.max_events_per_span,
@@ -78,4 +79,19 @@ pub(super) fn ingest(inner: &Inner, body: &[u8], format: Format) -> Result<Inges
         );
     }
     Ok(out)
+}
+
+/// Reads one located span into `rec` (cleared first) with the reader of its format.
+fn read_span<'a>(
+    located: &Located<'a>,
+    max_attributes: usize,
+    max_events: usize,
+    rec: &mut SpanRecord<'a>,
+) -> Result<(), WireError> {
+    rec.clear();
+    rec.scope = located.scope;
+    match located.span {
+        Source::Proto(b) => wire::read_span(b, max_attributes, max_events, rec),
+        Source::Json(v) => json::read_span(v, max_attributes, max_events, rec),
+    }
 }

@@ -9,7 +9,7 @@
 //! | `200` + `ExportTraceServiceResponse` (partial success when spans were rejected) | read |
 //! | `400` + `google.rpc.Status` | not an OTLP trace request (garbage, broken envelopes, bad gzip) |
 //! | `413` | larger than the limit, compressed or not (not retried) |
-//! | `415` | another content type or encoding |
+//! | `415` | another content type or encoding, or none |
 //! | `429` + `Retry-After: 1` | the in-flight budget is spent (retried later) |
 //! | `503` + `Retry-After` | forwarding is on and its queue is full (retried later) |
 //!
@@ -37,11 +37,14 @@ const RETRY_BUSY: Duration = Duration::from_secs(1);
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
 
-/// The router: `POST /v1/traces`.
+/// The router: `POST /v1/traces`, behind the receiver's guard.
 pub(super) fn router(receiver: Receiver) -> Router {
-    Router::new()
-        .route("/v1/traces", post(export))
-        .with_state(receiver)
+    let guard = receiver.inner.guard.clone();
+    guard.apply(
+        Router::new()
+            .route("/v1/traces", post(export))
+            .with_state(receiver),
+    )
 }
 
 /// An answer in the request's format.
@@ -80,11 +83,10 @@ fn error(
     response
 }
 
-/// The request's format, from its content type (`None`: unsupported).
+/// The request's format, from its content type (`None`: unsupported). OTLP exporters always
+/// send one; a body without one is what a web page can send without a preflight.
 fn format_of(content_type: Option<&HeaderValue>) -> Option<Format> {
-    let Some(v) = content_type else {
-        return Some(Format::Protobuf); // OTLP's default encoding
-    };
+    let v = content_type?;
     let media = v.to_str().ok()?.split(';').next()?.trim();
     if media.eq_ignore_ascii_case(PROTOBUF) || media.eq_ignore_ascii_case("application/protobuf") {
         Some(Format::Protobuf)
@@ -186,7 +188,7 @@ async fn export(State(receiver): State<Receiver>, request: Request) -> Response 
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Format::Protobuf,
             Code::InvalidArgument,
-            "content type must be application/x-protobuf or application/json",
+            "Content-Type must be application/x-protobuf or application/json",
             None,
         );
     };

@@ -11,8 +11,7 @@ use serde_json::Value;
 
 use crate::infer::span_core::Val;
 
-use super::span::{RawValue, SpanRecord};
-use super::wire::{Located, Source, WireError};
+use super::record::{Located, RawValue, Source, SpanRecord, WireError};
 
 /// A member by its lowerCamelCase name, else its snake_case one.
 fn member<'a>(v: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {

@@ -52,9 +52,10 @@
 //!
 //! | file | owns |
 //! |---|---|
+//! | `record.rs` | what the readers fill: a located span, its borrowed fields, a raw value, `WireError` |
 //! | `wire.rs` | OTLP/protobuf read in place (no copy), the two levels of malformed input |
 //! | `json.rs` | OTLP/JSON into the same borrowed spans |
-//! | `span.rs` | a received span as the inference's `SpanView`; tool names bounded |
+//! | `span.rs` | a received span as the inference's `SpanView`, values decoded when read; tool names bounded |
 //! | `feed.rs` | a request into the inference: located, ordered by end time, recorded by the spans' clock |
 //! | `http.rs` | the axum router for `/v1/traces`: content types, gzip, chunked bodies, limits, answers |
 //! | `grpc.rs` | the tonic `TraceService` (raw bytes: the same reader), `serve_grpc` |
@@ -71,6 +72,7 @@ mod grpc;
 mod http;
 mod json;
 mod limits;
+mod record;
 mod span;
 mod wire;
 
@@ -81,6 +83,7 @@ use crate::infer::classify::{DefaultClassifier, OutcomeClassifier};
 use crate::infer::conventions::Convention;
 use crate::infer::span_core::{Feed, SpanCore};
 use crate::registry::ToolHealthRegistry;
+use crate::web::HttpGuard;
 
 pub use grpc::TraceService;
 pub use limits::{Limits, ReceiverError};
@@ -186,6 +189,8 @@ struct Inner {
     /// The background work (forwarding workers, the flush of waiting calls) is started once,
     /// from inside a runtime.
     started: std::sync::Once,
+    /// Who may call the HTTP routes.
+    guard: HttpGuard,
 }
 
 /// An OTLP trace receiver feeding a [`ToolHealthRegistry`] (see the [module docs](self)).
@@ -206,6 +211,7 @@ pub struct ReceiverBuilder {
     classifier: Option<ClassifierBox>,
     limits: Limits,
     forward: Option<forward::Config>,
+    guard: HttpGuard,
     keys: Option<KeysBox>,
     elsewhere: Option<ElsewhereBox>,
 }
@@ -330,6 +336,16 @@ impl ReceiverBuilder {
         self
     }
 
+    /// Who may call the HTTP routes ([`router`](Receiver::router),
+    /// [`gate_router`](Receiver::gate_router)); default [`HttpGuard::loopback`]: `Host` must
+    /// be a loopback name, and no web page of another origin may call them. Give it the names
+    /// exporters reach the receiver by when it listens beyond loopback (`collector:4318` in a
+    /// compose file). The gRPC service needs none: no browser speaks gRPC to it.
+    pub fn guard(mut self, guard: HttpGuard) -> Self {
+        self.guard = guard;
+        self
+    }
+
     /// The receiver; an error names a setting out of its range.
     pub fn build(self) -> Result<Receiver, ReceiverError> {
         self.limits.validate()?;
@@ -365,6 +381,7 @@ impl ReceiverBuilder {
                 counters: Counters::default(),
                 forward,
                 started: std::sync::Once::new(),
+                guard: self.guard,
             }),
         })
     }
@@ -393,6 +410,7 @@ impl Receiver {
             classifier: None,
             limits: Limits::default(),
             forward: None,
+            guard: HttpGuard::loopback(),
             keys: None,
             elsewhere: None,
         }
@@ -468,12 +486,17 @@ impl Receiver {
     }
 
     /// The advisory gate's router on this receiver's registry: `GET /v1/tools/{tool}` (the
-    /// pure oracle: available or not, `retry_after`; never takes the probe) and
-    /// `POST /v1/tools/{tool}/claim` (the gate: `allowed`, `probe` with its `probe_id`, or
-    /// `refused` with `retry_after`). JSON; see `docs/receiver.md`. A server that already
-    /// serves these paths (the gateway) mounts only [`router`](Self::router).
+    /// pure oracle: available or not, `retry_after_ms`; never takes the probe; 404 for a tool
+    /// never seen) and `POST /v1/tools/{tool}/claim` (the gate: `allowed`, `probe` with its
+    /// `probe_id`, or `503` `refused` with `retry_after_ms`). JSON, the same contract as
+    /// `tool-health-gateway`'s gate; see `docs/receiver.md`. Behind the receiver's
+    /// [`guard`](ReceiverBuilder::guard). A server that already serves these paths (the
+    /// gateway) mounts only [`router`](Self::router).
     pub fn gate_router(&self) -> axum::Router {
-        gate::router(self.registry().clone(), self.inner.limits.max_name_len)
+        self.inner.guard.apply(gate::router(
+            self.registry().clone(),
+            self.inner.limits.max_name_len,
+        ))
     }
 
     /// Serves OTLP/HTTP (`POST /v1/traces`) and the advisory gate
@@ -486,7 +509,8 @@ impl Receiver {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.router().merge(self.gate_router());
-        let result = axum::serve(listener, app)
+        // Answers go out at once (no Nagle delay waiting for the exporter's ACK).
+        let result = axum::serve(crate::web::nodelay(listener), app)
             .with_graceful_shutdown(shutdown)
             .await;
         self.flush();

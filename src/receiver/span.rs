@@ -1,5 +1,5 @@
-//! One received span, borrowed from its request (protobuf bytes or a parsed JSON document), as
-//! the inference reads it: the span processor's [`SpanView`].
+//! One received span ([`SpanRecord`], filled by `wire.rs` or `json.rs`) as the inference reads
+//! it: the span processor's [`SpanView`], values decoded when read.
 //!
 //! Tool names are untrusted: a value longer than the receiver's name limit in a field some
 //! convention takes a tool name from (or a span name that long) reads as empty — no tool, no
@@ -10,32 +10,23 @@ use std::time::{Duration, SystemTime};
 
 use crate::infer::span_core::{Attributes, EventView, SpanStatus, SpanView, Val};
 
-use super::wire::{any_value, Decoded};
+use super::json;
+use super::record::{RawValue, SpanRecord};
+use super::wire::{self, Decoded};
 
-/// An attribute's value as received, decoded when read.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum RawValue<'a> {
-    /// An `AnyValue` message's bytes.
-    Proto(&'a [u8]),
-    /// An OTLP/JSON `AnyValue` object.
-    Json(&'a serde_json::Value),
-    Empty,
-}
-
-impl<'a> RawValue<'a> {
-    fn val(self) -> Val<'a> {
-        match self {
-            RawValue::Proto(b) => match any_value(b) {
-                Decoded::Str(s) => Val::Str(s),
-                Decoded::Bool(b) => Val::Bool(b),
-                Decoded::I64(i) => Val::I64(i),
-                Decoded::F64(x) => Val::F64(x),
-                Decoded::Opaque(what) => Val::Other(opaque(what)),
-                Decoded::Empty => Val::Other(&EMPTY),
-            },
-            RawValue::Json(v) => super::json::any_value(v),
-            RawValue::Empty => Val::Other(&EMPTY),
-        }
+/// A value as the inference reads it, decoded now.
+fn val(raw: RawValue<'_>) -> Val<'_> {
+    match raw {
+        RawValue::Proto(b) => match wire::any_value(b) {
+            Decoded::Str(s) => Val::Str(s),
+            Decoded::Bool(b) => Val::Bool(b),
+            Decoded::I64(i) => Val::I64(i),
+            Decoded::F64(x) => Val::F64(x),
+            Decoded::Opaque(what) => Val::Other(opaque(what)),
+            Decoded::Empty => Val::Other(&EMPTY),
+        },
+        RawValue::Json(v) => json::any_value(v),
+        RawValue::Empty => Val::Other(&EMPTY),
     }
 }
 
@@ -47,39 +38,6 @@ fn opaque(what: &'static str) -> &'static dyn std::fmt::Debug {
         "<kvlist>" => &"<kvlist>",
         "<bytes>" => &"<bytes>",
         _ => &"<invalid UTF-8>",
-    }
-}
-
-/// A span's fields, reused from span to span (its vectors keep their room).
-#[derive(Debug, Default)]
-pub(crate) struct SpanRecord<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) scope: &'a str,
-    pub(crate) span_id: u64,
-    pub(crate) parent_id: u64,
-    /// Unix nanoseconds.
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-    /// 0 unset, 1 ok, 2 error.
-    pub(crate) status: u8,
-    pub(crate) attributes: Vec<(&'a str, RawValue<'a>)>,
-    /// (name, first attribute, end) into `event_attributes`.
-    pub(crate) events: Vec<(&'a str, usize, usize)>,
-    pub(crate) event_attributes: Vec<(&'a str, RawValue<'a>)>,
-}
-
-impl SpanRecord<'_> {
-    pub(crate) fn clear(&mut self) {
-        self.name = "";
-        self.scope = "";
-        self.span_id = 0;
-        self.parent_id = 0;
-        self.start = 0;
-        self.end = 0;
-        self.status = 0;
-        self.attributes.clear();
-        self.events.clear();
-        self.event_attributes.clear();
     }
 }
 
@@ -112,7 +70,7 @@ impl<'a> View<'_, 'a> {
 impl Attributes for View<'_, '_> {
     fn each(&self, f: &mut dyn FnMut(&str, Val<'_>)) {
         for &(k, v) in &self.span.attributes {
-            f(k, self.bounded(k, v.val()));
+            f(k, self.bounded(k, val(v)));
         }
     }
 
@@ -121,7 +79,7 @@ impl Attributes for View<'_, '_> {
             .attributes
             .iter()
             .find(|(k, _)| *k == key)
-            .map(|&(k, v)| self.bounded(k, v.val()))
+            .map(|&(k, v)| self.bounded(k, val(v)))
     }
 }
 
@@ -133,7 +91,7 @@ struct EventRef<'r, 'a> {
 impl Attributes for EventRef<'_, '_> {
     fn each(&self, f: &mut dyn FnMut(&str, Val<'_>)) {
         for &(k, v) in self.attributes {
-            f(k, v.val());
+            f(k, val(v));
         }
     }
 
@@ -141,7 +99,7 @@ impl Attributes for EventRef<'_, '_> {
         self.attributes
             .iter()
             .find(|(k, _)| *k == key)
-            .map(|&(_, v)| v.val())
+            .map(|&(_, v)| val(v))
     }
 }
 

@@ -14,19 +14,7 @@
 //! * a **span** (or anything inside it) is length-delimited within a sound envelope: a broken
 //!   span is rejected alone and counted (OTLP's partial success), and the next span is read.
 
-use std::fmt;
-
-use super::span::{RawValue, SpanRecord};
-
-/// Why a request is not OTLP/protobuf.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WireError(pub(crate) &'static str);
-
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
-    }
-}
+use super::record::{Located, RawValue, Source, SpanRecord, WireError};
 
 /// Protobuf wire types.
 const VARINT: u8 = 0;
@@ -123,24 +111,6 @@ fn text<'a>(field: Field<'a>, what: &'static str) -> Result<&'a str, WireError> 
     std::str::from_utf8(bytes(field, what)?).map_err(|_| WireError(what))
 }
 
-/// A span found in a request: where it is, its scope's name, its end time (for the order
-/// spans are applied in).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Located<'a> {
-    pub(crate) span: Source<'a>,
-    pub(crate) scope: &'a str,
-    pub(crate) end: u64,
-}
-
-/// Where a located span is.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Source<'a> {
-    /// A `Span` message's bytes.
-    Proto(&'a [u8]),
-    /// An OTLP/JSON span object.
-    Json(&'a serde_json::Value),
-}
-
 /// Finds every span of an `ExportTraceServiceRequest`, at most `max_spans` (`found` counts
 /// them all, beyond the cap too). `Err` when an envelope is broken.
 pub(crate) fn locate<'a>(
@@ -216,22 +186,16 @@ fn span_id(b: &[u8]) -> u64 {
     <[u8; 8]>::try_from(b).map_or(0, u64::from_be_bytes)
 }
 
-/// Reads one span into `rec` (cleared first), keeping at most `max_attributes` attributes and
-/// `max_events` events (each with at most `max_attributes` attributes). `Err`: the span is
-/// malformed (rejected alone).
+/// Reads one `Span` message into `rec` (already cleared, its scope set), keeping at most
+/// `max_attributes` attributes and `max_events` events (each with at most `max_attributes`
+/// attributes). `Err`: the span is malformed (rejected alone).
 pub(crate) fn read_span<'a>(
-    located: &Located<'a>,
+    span: &'a [u8],
     max_attributes: usize,
     max_events: usize,
     rec: &mut SpanRecord<'a>,
 ) -> Result<(), WireError> {
-    rec.clear();
-    rec.scope = located.scope;
-    let bytes_of_span = match located.span {
-        Source::Proto(b) => b,
-        Source::Json(v) => return super::json::read_span(v, max_attributes, max_events, rec),
-    };
-    let mut r = Reader::new(bytes_of_span);
+    let mut r = Reader::new(span);
     while let Some((n, f)) = r.next()? {
         match n {
             2 => rec.span_id = span_id(bytes(f, "malformed span id")?),

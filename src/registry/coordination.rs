@@ -101,6 +101,19 @@ pub struct CoordinationView {
     pub coordinated: bool,
 }
 
+/// A tool's call counts since its entry was created (see [`Coordination::for_each_count`]):
+/// the [`CoordinationView`] fields a coordinator that sends differences needs every round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallCounts {
+    /// Which entry of the tool this is (see [`CoordinationView::incarnation`]).
+    pub incarnation: u32,
+    /// Successful calls since the entry was created.
+    pub success: u64,
+    /// Failed calls since the entry was created.
+    pub failure: u64,
+}
+
 /// What [`Coordination::open_remotely`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -189,6 +202,23 @@ impl Coordination<'_> {
     pub fn coordination_view(&self, tool: &str) -> Option<CoordinationView> {
         let now = self.registry.now_ticks();
         self.registry.with_entry(tool, |e| Self::view_of(e, now))
+    }
+
+    /// Visits every tracked tool's [`CallCounts`]: the cheapest pass over the tools (no
+    /// policy, no breaker read; allocation-free). A coordinator that sends the differences of
+    /// the counts every round reads the whole view of the tools whose counts moved only.
+    pub fn for_each_count(&self, mut f: impl FnMut(&str, CallCounts)) {
+        self.registry.names.for_each(|e| {
+            let (success, failure) = e.stats.calls();
+            f(
+                &e.name,
+                CallCounts {
+                    incarnation: e.stats.incarnation,
+                    success,
+                    failure,
+                },
+            );
+        });
     }
 
     /// Visits every tracked tool's [`CoordinationView`] (allocation-free per tool).

@@ -95,7 +95,7 @@ pub use handle::ToolHandle;
 pub use observers::{CallEvent, EvictedTool, HealthObserver, LOG_TARGET};
 pub use reads::{OverflowStats, ToolHealthSnapshot, UnavailableTool};
 
-pub(crate) use names::Escaped;
+pub use names::Escaped;
 pub use names::NameError;
 use names::NameIndex;
 

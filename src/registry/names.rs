@@ -177,13 +177,67 @@ impl fmt::Display for NameError {
 impl std::error::Error for NameError {}
 
 /// A tool name as a log message shows it: control characters, quotes and backslashes escaped
-/// (Rust's `escape_debug`), so that a name can never write a line, a colour or a fake field into
-/// a log. Structured fields need no such care: `tracing`'s formatters escape them.
-pub(crate) struct Escaped<'a>(pub(crate) &'a str);
+/// (Rust's `escape_debug`), and every character that shows nothing — bidirectional controls,
+/// zero-width characters, variation selectors, tags, fillers: Unicode's default-ignorable code
+/// points ([`Escaped::is_hidden`]) — escaped as `\u{…}` too, so that a name can never write a
+/// line, a colour, a fake field, text that reads in another order, or text that hides another
+/// in a log. Structured fields need no such care for lines and colours: `tracing`'s
+/// formatters escape those.
+///
+/// ```
+/// use tool_health::observe::Escaped;
+///
+/// assert_eq!(Escaped("search\u{202e}txt.exe").to_string(), "search\\u{202e}txt.exe");
+/// assert_eq!(Escaped("a\u{200b}b\u{fe0f}").to_string(), "a\\u{200b}b\\u{fe0f}");
+/// assert_eq!(Escaped("café \"x\"").to_string(), "café \\\"x\\\"");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Escaped<'a>(pub &'a str);
+
+impl Escaped<'_> {
+    /// Whether a log line shows `c` escaped although `escape_debug` may leave it: a control
+    /// character, a line or paragraph separator, or a default-ignorable code point (it renders
+    /// as nothing, or changes how the text around it reads).
+    pub fn is_hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{00AD}'
+                    | '\u{034F}'
+                    | '\u{061C}'
+                    | '\u{115F}'..='\u{1160}'
+                    | '\u{17B4}'..='\u{17B5}'
+                    | '\u{180B}'..='\u{180F}'
+                    | '\u{200B}'..='\u{200F}'
+                    | '\u{2028}'..='\u{202E}'
+                    | '\u{2060}'..='\u{206F}'
+                    | '\u{3164}'
+                    | '\u{FE00}'..='\u{FE0F}'
+                    | '\u{FEFF}'
+                    | '\u{FFA0}'
+                    | '\u{FFF0}'..='\u{FFF8}'
+                    | '\u{1BCA0}'..='\u{1BCA3}'
+                    | '\u{1D173}'..='\u{1D17A}'
+                    | '\u{E0000}'..='\u{E0FFF}'
+            )
+    }
+}
 
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.escape_debug(), f)
+        // Runs of what `escape_debug` shows well, each hidden character between them escaped.
+        let mut rest = self.0;
+        while let Some((i, c)) = rest.char_indices().find(|&(_, c)| Self::is_hidden(c)) {
+            fmt::Display::fmt(&rest[..i].escape_debug(), f)?;
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                c => write!(f, "\\u{{{:x}}}", u32::from(c))?,
+            }
+            rest = &rest[i + c.len_utf8()..];
+        }
+        fmt::Display::fmt(&rest.escape_debug(), f)
     }
 }
 
@@ -196,6 +250,49 @@ mod tests {
         let shown = Escaped("a\nb\x1b[31m\t\u{202e}\"`\\é").to_string();
         assert_eq!(shown, "a\\nb\\u{1b}[31m\\t\\u{202e}\\\"`\\\\é");
         assert!(!shown.contains(['\n', '\x1b', '\u{202e}']));
+    }
+
+    #[test]
+    fn nothing_that_shows_nothing_passes_a_log_message() {
+        // What `escape_debug` alone let through, each between two letters.
+        for c in [
+            '\u{034F}',  // combining grapheme joiner
+            '\u{115F}',  // Hangul choseong filler
+            '\u{1160}',  // Hangul jungseong filler
+            '\u{17B4}',  // Khmer vowel inherent aq
+            '\u{3164}',  // Hangul filler
+            '\u{FE0F}',  // variation selector 16
+            '\u{FFA0}',  // halfwidth Hangul filler
+            '\u{E0100}', // variation selector 17
+            '\u{200D}',  // zero-width joiner
+        ] {
+            let shown = Escaped(&format!("a{c}b")).to_string();
+            assert_eq!(
+                shown,
+                format!("a\\u{{{:x}}}b", u32::from(c)),
+                "U+{:04X}",
+                u32::from(c)
+            );
+        }
+        // Bidi and zero-width characters, everywhere in the name.
+        for c in [
+            '\u{200B}',
+            '\u{200E}',
+            '\u{202A}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{061C}',
+            '\u{FEFF}',
+            '\u{E0041}',
+        ] {
+            let shown = Escaped(&format!("{c}x{c}")).to_string();
+            assert!(!shown.contains(c), "U+{:04X}: {shown}", u32::from(c));
+        }
+        // Letters of every script, and combining marks after a letter, stay as they are.
+        assert_eq!(
+            Escaped("naïve Ünïcödé 検索 e\u{301}").to_string(),
+            "naïve Ünïcödé 検索 e\u{301}"
+        );
     }
 
     #[test]

@@ -73,6 +73,9 @@ struct Client {
     queue: VecDeque<Event>,
     next_snapshot: Instant,
     first: bool,
+    /// This stream's place among [`StatusBuilder::max_event_streams`](super::StatusBuilder::max_event_streams),
+    /// given back when the client goes.
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Client {
@@ -141,6 +144,7 @@ impl Client {
 fn stream_for(
     shared: &Arc<Shared>,
     query: ToolsQuery,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let client = Client {
         shared: Arc::downgrade(shared),
@@ -149,6 +153,7 @@ fn stream_for(
         queue: VecDeque::new(),
         next_snapshot: Instant::now(),
         first: true,
+        _permit: permit,
     };
     stream::unfold(client, |mut client| async move {
         let event = client.next().await?;
@@ -157,8 +162,12 @@ fn stream_for(
 }
 
 /// The `GET /events` response.
-pub(super) fn response(shared: &Arc<Shared>, query: ToolsQuery) -> impl IntoResponse {
-    let mut response = Sse::new(stream_for(shared, query))
+pub(super) fn response(
+    shared: &Arc<Shared>,
+    query: ToolsQuery,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> impl IntoResponse {
+    let mut response = Sse::new(stream_for(shared, query, permit))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response();
     // Proxies must not buffer the stream.

@@ -13,6 +13,12 @@
 //! | `POST /tools/{tool}/{force-open,force-closed,release,reset}` | only with a control token ([`StatusBuilder::control_token`]) |
 //! | `GET /metrics` | only with [`StatusBuilder::prometheus`] (feature `prometheus`) |
 //!
+//! Every route is behind an [`HttpGuard`] (default: loopback `Host`
+//! names only, no `Origin` but the page's own; [`StatusBuilder::guard`] to serve it under
+//! another name), so that no other site's page can read it or act on it. At most
+//! [`StatusBuilder::max_event_streams`] event streams are served at once (each builds a
+//! snapshot every interval); one more is answered `503` with `Retry-After`.
+//!
 //! ```no_run
 //! # async fn serve() -> std::io::Result<()> {
 //! use std::sync::Arc;
@@ -54,6 +60,7 @@ use axum::Router;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::registry::ToolHealthRegistry;
+use crate::web::HttpGuard;
 
 mod control;
 mod events;
@@ -63,7 +70,7 @@ mod json;
 mod page;
 #[cfg(feature = "prometheus")]
 mod prometheus;
-mod snapshot;
+pub(crate) mod snapshot;
 
 pub use control::{
     ControlToken, DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS, MAX_TOKEN_LEN, MIN_TOKEN_LEN,
@@ -72,8 +79,8 @@ pub use groups::{Group, GroupSource};
 #[cfg(feature = "prometheus")]
 pub use prometheus::{PrometheusError, PrometheusMetrics};
 pub use snapshot::{
-    QueryError, Sort, StateFilter, ToolsQuery, DEFAULT_LIMIT, MAX_FILTER_LEN, MAX_LIMIT,
-    SHAPE_VERSION,
+    untracked_tool_json, QueryError, Sort, StateFilter, ToolsQuery, DEFAULT_LIMIT, MAX_FILTER_LEN,
+    MAX_LIMIT, SHAPE_VERSION,
 };
 
 use control::Action;
@@ -108,6 +115,8 @@ pub struct StatusBuilder {
     sample_interval: Duration,
     history_len: usize,
     event_buffer: usize,
+    max_event_streams: usize,
+    guard: HttpGuard,
     groups: Option<GroupsSource>,
     #[cfg(feature = "prometheus")]
     prometheus: Option<PrometheusMetrics>,
@@ -145,6 +154,8 @@ impl fmt::Debug for StatusBuilder {
             .field("sample_interval", &self.sample_interval)
             .field("history_len", &self.history_len)
             .field("event_buffer", &self.event_buffer)
+            .field("max_event_streams", &self.max_event_streams)
+            .field("guard", &self.guard)
             .finish_non_exhaustive()
     }
 }
@@ -159,6 +170,8 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_HISTORY_LEN: usize = 60;
 /// The default of [`StatusBuilder::event_buffer`].
 pub const DEFAULT_EVENT_BUFFER: usize = 4096;
+/// The default of [`StatusBuilder::max_event_streams`].
+pub const DEFAULT_MAX_EVENT_STREAMS: usize = 64;
 
 impl StatusBuilder {
     fn new(registry: Arc<ToolHealthRegistry>) -> Self {
@@ -169,6 +182,8 @@ impl StatusBuilder {
             sample_interval: DEFAULT_INTERVAL,
             history_len: DEFAULT_HISTORY_LEN,
             event_buffer: DEFAULT_EVENT_BUFFER,
+            max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
+            guard: HttpGuard::loopback(),
             groups: None,
             #[cfg(feature = "prometheus")]
             prometheus: None,
@@ -238,6 +253,22 @@ impl StatusBuilder {
         self
     }
 
+    /// How many `GET /events` streams are served at once (1 to 10,000; default 64): each
+    /// builds a snapshot of the tools every [`snapshot_interval`](Self::snapshot_interval).
+    /// One more is answered `503` with `Retry-After` (a browser's `EventSource` retries).
+    pub fn max_event_streams(mut self, streams: usize) -> Self {
+        self.max_event_streams = streams;
+        self
+    }
+
+    /// Who may call the router (default [`HttpGuard::loopback`]: the loopback names, no other
+    /// site's page): give it the names the page is reached by when it is served beyond
+    /// loopback or behind a proxy.
+    pub fn guard(mut self, guard: HttpGuard) -> Self {
+        self.guard = guard;
+        self
+    }
+
     /// Serves `GET /metrics` from this Prometheus exporter (feature `prometheus`).
     #[cfg(feature = "prometheus")]
     pub fn prometheus(mut self, metrics: PrometheusMetrics) -> Self {
@@ -267,6 +298,15 @@ impl StatusBuilder {
             return err(
                 "event_buffer",
                 format!("must be from 16 to 65536 events, got {}", self.event_buffer),
+            );
+        }
+        if !(1..=10_000).contains(&self.max_event_streams) {
+            return err(
+                "max_event_streams",
+                format!(
+                    "must be from 1 to 10000 streams, got {}",
+                    self.max_event_streams
+                ),
             );
         }
         if let Some(t) = &self.token {
@@ -308,6 +348,9 @@ struct Shared {
     token: Option<ControlToken>,
     snapshot_interval: Duration,
     sample_interval: Duration,
+    /// One permit per event stream being served.
+    event_streams: Arc<tokio::sync::Semaphore>,
+    guard: HttpGuard,
     groups: Option<GroupsSource>,
     #[cfg(feature = "prometheus")]
     prometheus: Option<PrometheusMetrics>,
@@ -404,6 +447,8 @@ impl Status {
             token: b.token.and_then(|t| ControlToken::new(t).ok()),
             snapshot_interval: b.snapshot_interval,
             sample_interval: b.sample_interval,
+            event_streams: Arc::new(tokio::sync::Semaphore::new(b.max_event_streams)),
+            guard: b.guard,
             groups: b.groups,
             #[cfg(feature = "prometheus")]
             prometheus: b.prometheus,
@@ -428,7 +473,9 @@ impl Status {
         if self.shared.prometheus.is_some() {
             router = router.route("/metrics", get(prometheus::metrics_route));
         }
-        router.with_state(Arc::clone(&self.shared))
+        self.shared
+            .guard
+            .apply(router.with_state(Arc::clone(&self.shared)))
     }
 
     /// The `GET /tools` document for `query`.
@@ -521,10 +568,20 @@ async fn tool_route(State(shared): SharedState, Path(tool): Path<String>) -> Res
 
 async fn events_route(State(shared): SharedState, uri: Uri) -> Response {
     shared.start_task();
-    match parse_query(&uri) {
-        Ok(q) => events::response(&shared, q).into_response(),
-        Err(e) => query_error(&e),
-    }
+    let query = match parse_query(&uri) {
+        Ok(q) => q,
+        Err(e) => return query_error(&e),
+    };
+    let Ok(permit) = Arc::clone(&shared.event_streams).try_acquire_owned() else {
+        let mut r = error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many event streams open: retry later",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return r;
+    };
+    events::response(&shared, query, permit).into_response()
 }
 
 async fn control_route(

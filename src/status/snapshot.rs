@@ -406,6 +406,41 @@ pub(super) fn tool_json(
     Some(out)
 }
 
+/// One tool's object as [`tool_json`] writes it, without a history (`rates` null,
+/// `score_history` and `transitions` empty): for routes that keep none (the receiver's gate).
+#[cfg(feature = "receiver")]
+pub(crate) fn tool_object(registry: &ToolHealthRegistry, tool: &str) -> Option<String> {
+    let now = registry.now();
+    let s = registry.snapshot(tool)?;
+    let none = history::History::new(2);
+    let none = none.lock();
+    let no_groups = Groups::default();
+    let mut out = String::with_capacity(640);
+    write_tool(&mut out, &s, &none, now, &no_groups.verdict(&s));
+    Some(out)
+}
+
+/// The object of a tool never seen: fresh (closed, healthy, available) and `"tracked":
+/// false`, in the shape of a tracked tool's. What the advisory gates (the receiver's and
+/// `tool-health-gateway`'s) answer, with a `404`, for a name they know nothing of: reading it
+/// creates nothing.
+pub fn untracked_tool_json(tool: &str) -> String {
+    let mut out = String::with_capacity(420 + tool.len());
+    out.push('{');
+    json::key(&mut out, "tool");
+    json::string(&mut out, tool);
+    out.push_str(concat!(
+        r#","tracked":false,"state":"closed","breaker":"closed","status":"healthy","#,
+        r#""available":true,"retry_after_ms":null,"refused_by":null,"group":null,"#,
+        r#""control":"normal","#,
+        r#""control_remaining_ms":null,"shadow":false,"score":1,"success_rate":1,"#,
+        r#""ewma_success":1,"consecutive_failures":0,"calls":{"success":0,"failure":0,"#,
+        r#""refused":0,"ignored":0,"cancelled":0,"shadow_refused":0},"#,
+        r#""duration_ms":{"avg":0,"max":0},"rates":null,"score_history":[],"transitions":[]}"#,
+    ));
+    out
+}
+
 /// A group's object.
 fn write_group(out: &mut String, g: &Group, (tracked, open): &(u64, u64)) {
     out.push('{');

@@ -6,7 +6,7 @@
 //! ignored with the reason (failing under `CI=true`).
 //!
 //! Each framework: a failing tool trips its breaker (`GET /v1/tools/{tool}` says refused with a
-//! `retry_after`, `/metrics` shows it open and its failures), a succeeding tool counts cleanly,
+//! `retry_after_ms`, `/metrics` shows it open and its failures), a succeeding tool counts cleanly,
 //! a wrongly typed argument does not count where the framework marks it, and after the cooldown
 //! (the registry's `ManualClock`, advanced by hand) the agent's next successful call — its span
 //! alone, no gate call — closes the breaker. The export delay (a tool's failure → the API says
@@ -176,10 +176,19 @@ impl Server {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// The gate's oracle on `tool`: its object (200), or the fresh one of a tool no span has
+    /// reached yet (404, `"tracked": false`).
     async fn tool(&self, tool: &str) -> serde_json::Value {
         let (status, body) = self.get(&format!("/v1/tools/{tool}")).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        serde_json::from_str(&body).unwrap()
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let tracked = v["tracked"] == true;
+        let expected = if tracked {
+            StatusCode::OK
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        assert_eq!(status, expected, "{body}");
+        v
     }
 
     async fn metrics(&self) -> String {
@@ -254,8 +263,8 @@ async fn run(fw: Framework, s: &Server, scenarios: &str, env: &[(&str, &str)]) -
 }
 
 fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
-    let n = |k: &str| v[k].as_u64().unwrap();
-    (n("success_count"), n("failure_count"), n("ignored_count"))
+    let n = |k: &str| v["calls"][k].as_u64().unwrap();
+    (n("success"), n("failure"), n("ignored"))
 }
 
 /// The failing tool's spans trip it; the API and the metrics say so; the others count as the
@@ -272,8 +281,8 @@ async fn trips_counts_and_recovers(fw: Framework) {
     let flaky = s.tool("flaky").await;
     assert_eq!(flaky["available"], false, "{flaky}");
     assert_eq!(flaky["state"], "open", "{flaky}");
-    let retry = flaky["retry_after"].as_f64().unwrap();
-    assert!(retry > 25.0 && retry <= 30.0, "{flaky}");
+    let retry = flaky["retry_after_ms"].as_u64().unwrap();
+    assert!(retry > 25_000 && retry <= 30_000, "{flaky}");
     assert_eq!(counts(&flaky), (0, 3, 0), "{flaky}");
     let weather = s.tool("weather").await;
     assert_eq!(weather["available"], true);

@@ -8,6 +8,7 @@
 #[path = "../harness/mod.rs"]
 mod harness;
 
+mod gate;
 mod support;
 
 #[allow(dead_code)]
@@ -62,5 +63,6 @@ fn main() -> std::process::ExitCode {
         multi streak::a_replicas_own_streak_still_trips_it_alone,
         multi streak::the_strictest_threshold_of_the_fleet_decides,
         multi streak::with_a_quorum_the_fleet_streak_is_not_used,
+        multi streak::a_replica_that_missed_a_trip_joins_it_at_its_first_failure,
     ])
 }

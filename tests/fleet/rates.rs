@@ -56,16 +56,22 @@ fn state(r: &Replica) -> BreakerState {
 }
 
 /// The fleet's window for the tool as the store holds it: (successes, failures) summed over
-/// every bucket key.
+/// every bucket (fields `s<bucket>`, `f<bucket>` of one hash per window width).
 async fn stored_counts(url: &str, prefix: &str) -> (u64, u64) {
     let client = raw(url).await;
     let pattern = format!("{}:*", key(prefix, "r", TOOL));
     let keys: Vec<String> = cmd(&client, "KEYS", vec![&pattern]).await;
     let (mut s, mut f) = (0, 0);
     for k in keys {
-        let v: Vec<Option<u64>> = cmd(&client, "HMGET", vec![&k, "s", "f"]).await;
-        s += v[0].unwrap_or(0);
-        f += v[1].unwrap_or(0);
+        let fields: Vec<String> = cmd(&client, "HGETALL", vec![&k]).await;
+        for pair in fields.chunks(2) {
+            let n: u64 = pair[1].parse().expect("a count");
+            match pair[0].as_bytes()[0] {
+                b's' => s += n,
+                b'f' => f += n,
+                _ => panic!("not a count field: {}", pair[0]),
+            }
+        }
     }
     (s, f)
 }

@@ -195,3 +195,62 @@ pub(crate) async fn with_a_quorum_the_fleet_streak_is_not_used() {
     assert_eq!(states(&all), [BreakerState::Closed; 3]);
     assert_eq!(stored_streak(&client, &prefix).await, None);
 }
+
+/// Issue 32: a replica that missed a trip's event (an episode the store holds whose message
+/// never reached it) learns of it at its first failure — its streak report answers the open
+/// episode — not after its own threshold of failures or at the next poll (an hour away here).
+pub(crate) async fn a_replica_that_missed_a_trip_joins_it_at_its_first_failure() {
+    let Some(store) = store() else { return };
+    let url = store.url();
+    let prefix = prefix("missed-trip");
+    let all = replicas(&url, &prefix, 2, config(3, 30 * SEC, 10 * SEC)).await;
+    // The episode as the trip script writes it — state, the set of open tools, the change
+    // counter — without its event.
+    let client = raw(&url).await;
+    let hex: String = TOOL.bytes().map(|b| format!("{b:02x}")).collect();
+    let script = "local t = redis.call('TIME') \
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+        redis.call('HSET', KEYS[1], 'v', '1', 'ep', now, 'st', 'o', 'ready', now + 30000, \
+          'cd', '30000', 'by', '00000000000000ff') \
+        redis.call('SADD', KEYS[2], ARGV[1]) \
+        redis.call('INCR', KEYS[3]) return 1";
+    let (state, open, seq) = (
+        key(&prefix, "t", TOOL),
+        format!("{prefix}:v1:open"),
+        format!("{prefix}:v1:seq"),
+    );
+    let _: i64 = cmd(
+        &client,
+        "EVAL",
+        vec![script, "3", &state, &open, &seq, &hex],
+    )
+    .await;
+    for r in &all {
+        assert_eq!(r.registry.breaker_state(TOOL), BreakerState::Closed);
+    }
+    // One failed call each: the report answers the open episode, the breaker opens.
+    for r in &all {
+        assert_eq!(r.fail(TOOL, 1), 1);
+    }
+    wait_all(
+        &all,
+        TOOL,
+        BreakerState::Open,
+        "the missed episode to be joined",
+        5 * SEC,
+    )
+    .await;
+    for r in &all {
+        assert_eq!(r.fail(TOOL, 5), 0, "no call after the first failure");
+        assert_eq!(r.registry.snapshot(TOOL).expect("tracked").failure_count, 1);
+        // The episode's remaining cooldown (30 s, less the instants since), not a fresh one
+        // of its own.
+        match r.registry.check(TOOL) {
+            tool_health::GateDecision::Refused { retry_after } => assert!(
+                retry_after <= 30 * SEC + CLAIM_MARGIN && retry_after > 20 * SEC,
+                "{retry_after:?}"
+            ),
+            d => panic!("{d:?}"),
+        }
+    }
+}

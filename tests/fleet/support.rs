@@ -71,6 +71,8 @@ pub struct Server {
     pub port: u16,
     bin: PathBuf,
     dir: PathBuf,
+    /// Arguments after the usual ones (a cluster node's, a replica's).
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
@@ -78,6 +80,11 @@ impl Server {
     /// A fresh server on a free port (user `th`, password `s3cret`; the default user off), or
     /// `None` (skipped) when no binary is available.
     pub fn start() -> Option<Server> {
+        Self::start_with(Vec::new())
+    }
+
+    /// [`start`](Self::start) with `extra` arguments after the usual ones.
+    pub fn start_with(extra: Vec<String>) -> Option<Server> {
         let Some(bin) = server_binary() else {
             skip(
                 "no Valkey or Redis server: install valkey-server or redis-server (on the PATH), \
@@ -90,6 +97,7 @@ impl Server {
             port,
             bin,
             dir,
+            extra,
             child: None,
         };
         s.spawn();
@@ -107,6 +115,7 @@ impl Server {
             .args(["--user", "default", "off", "--user", USER, "on"])
             .arg(format!(">{PASSWORD}"))
             .args(["~*", "&*", "+@all"])
+            .args(&self.extra)
             .stdout(Stdio::from(log.try_clone().expect("log")))
             .stderr(Stdio::from(log))
             .spawn()
@@ -179,6 +188,16 @@ impl Server {
     pub fn restart(&mut self) {
         self.kill9();
         self.spawn();
+    }
+
+    /// The directory the server runs in (its files, its log).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Whether the process is running (not killed).
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 }
 

@@ -18,8 +18,9 @@ use support::*;
 fn fleet_acl(prefix: &str) -> String {
     format!(
         "on >fleetpw ~{prefix}:* &{prefix}:* +@scripting +@pubsub +ping +hello +auth \
-         +client|setname +client|id +time +type +get +set +del +hset +hmget +hlen +hincrby \
-         +sadd +srem +srandmember +zadd +zremrangebyscore +zcard +pexpire +pttl"
+         +client|setname +client|id +time +type +get +set +del +incr +hset +hmget +hlen \
+         +hincrby +hgetall +hdel +sadd +srem +srandmember +zadd +zrange +zrem +zremrangebyscore \
+         +zcard +pexpire +pttl"
     )
 }
 

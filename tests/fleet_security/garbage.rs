@@ -171,6 +171,23 @@ pub(crate) async fn rounds(all: &[Replica], n: usize) {
     }
 }
 
+/// `n` rounds on every replica, each after the shard's change counter moved (as every change
+/// a replica makes moves it): each round reads what the store holds, garbage included.
+/// (Garbage written with no change of the counter is read at the shard's next change.)
+pub(crate) async fn touched_rounds(client: &Client, prefix: &str, all: &[Replica], n: usize) {
+    for _ in 0..n {
+        // A counter that is no number (a case of its own) is not moved: the replicas read it
+        // anyway, since it is not the counter they know.
+        let _: Result<Value, _> = client
+            .custom(
+                CustomCommand::new_static("INCR", ClusterHash::FirstKey, false),
+                vec![format!("{prefix}:v1:seq")],
+            )
+            .await;
+        rounds(all, 1).await;
+    }
+}
+
 pub(crate) fn rejected(all: &[Replica]) -> Vec<u64> {
     all.iter().map(|r| r.fleet.status().rejected).collect()
 }
@@ -234,7 +251,7 @@ async fn run(test: &str, cases: Vec<Case>) {
         for template in &c.cmds {
             raw_cmd(&client, expand(template, &v)).await;
         }
-        rounds(&all, 3).await;
+        touched_rounds(&client, &prefix, &all, 3).await;
         unchanged(&all, &what);
         let after = rejected(&all);
         assert!(
@@ -242,7 +259,7 @@ async fn run(test: &str, cases: Vec<Case>) {
             "{what}: nothing rejected: {before:?} → {after:?}"
         );
         let said = said_once(&logs, c.expect, &what);
-        rounds(&all, 4).await;
+        touched_rounds(&client, &prefix, &all, 4).await;
         unchanged(&all, &what);
         let later = rejected(&all);
         if c.persistent {
@@ -582,6 +599,18 @@ pub(crate) async fn garbage_in_the_boot_key_changes_no_breaker_and_is_said_once(
             ),
             case("huge", Stored, false, &["SET|{P}boot|{big}"]),
             case(
+                "the change counter, a word",
+                Stored,
+                false,
+                &["SET|{P}seq|yesterday"],
+            ),
+            case(
+                "the change counter, a hash",
+                Stored,
+                false,
+                &["DEL|{P}seq", "HSET|{P}seq|v|1"],
+            ),
+            case(
                 "a hash",
                 Stored,
                 false,
@@ -787,33 +816,40 @@ pub(crate) async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once()
         },
         ..ToolPolicy::default()
     };
-    // `{b0}` the current bucket's key, `{b1}`… the ones before it.
+    // `{r}` the tool's counts (a hash: `s<bucket>`, `f<bucket>`), `{b0}` the current bucket,
+    // `{b1}`… the ones before it, `{b99}` one far ahead of the server's clock.
     let cases = [
         case(
-            "the current bucket is a list",
+            "the counts are a list",
             Stored,
             false,
-            &["DEL|{b0}", "RPUSH|{b0}|9"],
+            &["DEL|{r}", "RPUSH|{r}|9"],
         ),
         case(
-            "an older bucket is a string",
+            "the counts are a string",
             Stored,
-            true,
-            &["SET|{b1}|99"],
+            false,
+            &["DEL|{r}", "SET|{r}|99"],
         ),
-        case("negative failures", Stored, true, &["HSET|{b1}|f|-50"]),
+        case("negative failures", Stored, false, &["HSET|{r}|f{b1}|-50"]),
         case(
             "fractional failures",
             Stored,
-            true,
-            &["HSET|{b2}|f|50.5|s|1e3"],
+            false,
+            &["HSET|{r}|f{b2}|50.5|s{b2}|1e3"],
         ),
-        case("a huge count", Stored, true, &["HSET|{b3}|f|{big}"]),
+        case("a huge count", Stored, false, &["HSET|{r}|f{b3}|{big}"]),
         case(
             "overflowing failures",
             Stored,
-            true,
-            &["HSET|{b1}|f|99999999999999999999"],
+            false,
+            &["HSET|{r}|f{b1}|99999999999999999999"],
+        ),
+        case(
+            "failures counted far ahead of the clock",
+            Stored,
+            false,
+            &["HSET|{r}|f{b99}|500"],
         ),
         // Each in range, their sum not: the fleet's window cannot be trusted.
         case(
@@ -821,15 +857,21 @@ pub(crate) async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once()
             Reply,
             true,
             &[
-                "HSET|{b1}|f|4503599627370496",
-                "HSET|{b2}|f|4503599627370496",
+                "HSET|{r}|f{b1}|4503599627370496",
+                "HSET|{r}|f{b2}|4503599627370496",
             ],
+        ),
+        case(
+            "fields of no bucket",
+            Stored,
+            false,
+            &["HSET|{r}|f{b0}|1|{fields}"],
         ),
         case(
             "too many fields",
             Stored,
             false,
-            &["HSET|{b0}|f|1|{fields}"],
+            &["HSET|{r}|f{b0}|1|{fields}|{fields2}"],
         ),
     ];
     for c in cases {
@@ -846,24 +888,23 @@ pub(crate) async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once()
             }
         }
         rounds(&all, 1).await;
-        let keys: Vec<String> = cmd(&client, "KEYS", vec![&format!("{prefix}:v1:r:*")]).await;
-        let (base, current) = keys
-            .iter()
-            .find_map(|k| {
-                let (base, b) = k.rsplit_once(':')?;
-                Some((base.to_owned(), b.parse::<u64>().ok()?))
-            })
-            .unwrap_or_else(|| panic!("{what}: no bucket written: {keys:?}"));
+        let (key, current) = counts_key(&client, &format!("{prefix}:v1:r:*"))
+            .await
+            .unwrap_or_else(|| panic!("{what}: no counts written"));
         let before = rejected(&all);
         let v = vars(&client, &prefix).await;
         for template in &c.cmds {
-            let mut t = template.clone();
+            let mut t = template.replace("{r}", &key).replace(
+                "{fields2}",
+                &(40..80)
+                    .map(|i| format!("y{i}|1"))
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
             for back in 0..4 {
-                t = t.replace(
-                    &format!("{{b{back}}}"),
-                    &format!("{base}:{}", current - back),
-                );
+                t = t.replace(&format!("{{b{back}}}"), &(current - back).to_string());
             }
+            t = t.replace("{b99}", &(current + 99).to_string());
             raw_cmd(&client, expand(&t, &v)).await;
         }
         // Every replica keeps calling (some failures, below every threshold) and counting.
@@ -898,6 +939,19 @@ pub(crate) async fn garbage_in_the_rate_buckets_trips_nothing_and_is_said_once()
             r.fleet.shutdown().await;
         }
     }
+}
+
+/// The first counts hash matching `pattern`, and the bucket it counted last in (its newest
+/// field, `s<bucket>` or `f<bucket>`).
+async fn counts_key(client: &Client, pattern: &str) -> Option<(String, u64)> {
+    let keys: Vec<String> = cmd(client, "KEYS", vec![pattern]).await;
+    let key = keys.into_iter().next()?;
+    let fields: Vec<String> = cmd(client, "HKEYS", vec![&key]).await;
+    let newest = fields
+        .iter()
+        .filter_map(|f| f[1..].parse::<u64>().ok())
+        .max()?;
+    Some((key, newest))
 }
 
 /// The quorum votes (`q:`): junk votes never make a quorum.
@@ -1002,25 +1056,21 @@ pub(crate) async fn a_tool_whose_fleet_window_overflows_leaves_its_batch_mates_t
     }
     rounds(&all, 1).await;
     let pattern = format!("{prefix}:v1:r:{}:*", hex(HOSTILE));
-    let keys: Vec<String> = cmd(&client, "KEYS", vec![&pattern]).await;
-    let (base, current) = keys
-        .iter()
-        .find_map(|k| {
-            let (base, b) = k.rsplit_once(':')?;
-            Some((base.to_owned(), b.parse::<u64>().ok()?))
-        })
-        .unwrap_or_else(|| panic!("no bucket written: {keys:?}"));
+    let (key, current) = counts_key(&client, &pattern).await.expect("counts written");
     for back in 1..3 {
-        let k = format!("{base}:{}", current - back);
-        let _: i64 = cmd(&client, "HSET", vec![&k, "f", "4503599627370496"]).await;
+        let field = format!("f{}", current - back);
+        let _: i64 = cmd(&client, "HSET", vec![&key, &field, "4503599627370496"]).await;
     }
     let before = rejected(&all);
-    // Four failed calls on each replica: below `min_calls` (10) on each, 12 of 15 fleet-wide.
+    // Four failed calls on each replica: below `min_calls` (10) on each, 12 of 15 fleet-wide;
+    // and a new call of the hostile tool, so that its counts go in the same batch.
     for r in &all {
         for _ in 0..4 {
             assert!(r.registry.allow_request(MATE));
             r.registry.record_failure(MATE, MS);
         }
+        assert!(r.registry.allow_request(HOSTILE));
+        r.registry.record_success(HOSTILE, MS);
     }
     rounds(&all, 2).await;
     for (i, r) in all.iter().enumerate() {

@@ -205,26 +205,61 @@ async fn the_oracle_never_takes_the_probe_nor_creates_a_tool_and_the_claim_does(
     };
     let claim = |tool: &str| {
         Request::post(format!("/v1/tools/{tool}/claim"))
-            .body(Body::empty())
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from("{}"))
             .unwrap()
     };
     let json = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
 
+    // Never seen: 404, and the body is the tool fresh, not tracked (the gateway's contract).
     let (status, _, body) = call(&app, get("never_seen")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(json(&body)["available"], true);
-    assert_eq!(registry.tracked_tools(), 0, "no ghost breakers");
-
-    call(&app, post(failures(3), "application/x-protobuf")).await;
-    let (_, _, body) = call(&app, get("search")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     let v = json(&body);
     assert_eq!(
-        (v["available"].clone(), v["state"].clone()),
-        (false.into(), "open".into())
+        (v["available"].clone(), v["tracked"].clone()),
+        (true.into(), false.into()),
+        "{v}"
     );
-    let (_, headers, body) = call(&app, claim("search")).await;
-    assert_eq!(json(&body)["decision"], "refused");
-    assert!(json(&body)["retry_after"].as_f64().unwrap() > 29.0);
+    assert_eq!(registry.tracked_tools(), 0, "no ghost breakers");
+    // A claim a web page could send (no content type, text/plain) is refused before the gate.
+    for content_type in [None, Some("text/plain")] {
+        let mut r = Request::post("/v1/tools/never_seen/claim");
+        if let Some(t) = content_type {
+            r = r.header(header::CONTENT_TYPE, t);
+        }
+        let (status, _, _) = call(&app, r.body(Body::from("{}")).unwrap()).await;
+        assert_eq!(
+            status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
+    }
+    assert_eq!(
+        registry.tracked_tools(),
+        0,
+        "a refused claim creates nothing"
+    );
+
+    call(&app, post(failures(3), "application/x-protobuf")).await;
+    let (status, _, body) = call(&app, get("search")).await;
+    let v = json(&body);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (
+            v["available"].clone(),
+            v["state"].clone(),
+            v["tracked"].clone()
+        ),
+        (false.into(), "open".into(), true.into())
+    );
+    let (status, headers, body) = call(&app, claim("search")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let v = json(&body);
+    assert_eq!(
+        (v["decision"].clone(), v["refused_by"].clone()),
+        ("refused".into(), "tool".into())
+    );
+    assert!(v["retry_after_ms"].as_u64().unwrap() > 29_000, "{v}");
     assert_eq!(headers[header::RETRY_AFTER], "30");
 
     clock.advance(Duration::from_secs(31));
@@ -238,6 +273,7 @@ async fn the_oracle_never_takes_the_probe_nor_creates_a_tool_and_the_claim_does(
     let v = json(&body);
     assert_eq!(v["decision"], "probe", "{v}");
     assert!(v["probe_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert_eq!(v["lease_ms"], 30_000, "{v}");
     assert_eq!(registry.breaker_state("search"), BreakerState::HalfOpen);
     // The probe is held: everyone else is refused, and the oracle agrees.
     assert_eq!(
@@ -365,4 +401,88 @@ async fn every_request_is_forwarded_byte_for_byte_with_its_encoding() {
     assert_eq!(seen, want);
     // And they were read on the way through.
     assert_eq!(counts(&registry)["flaky_handled"], (0, 1, 0));
+}
+
+#[tokio::test]
+async fn every_route_checks_host_and_origin_and_a_body_a_page_could_send_is_refused() {
+    let registry = Arc::new(ToolHealthRegistry::new());
+    let app = app(&registry);
+    let with = |method: &str, uri: &str, headers: &[(&str, &str)], body: Vec<u8>| {
+        let mut r = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        r.body(Body::from(body)).unwrap()
+    };
+    let routes = [
+        ("POST", "/v1/traces", "application/x-protobuf", failures(3)),
+        ("GET", "/v1/tools/search", "application/json", Vec::new()),
+        (
+            "POST",
+            "/v1/tools/search/claim",
+            "application/json",
+            b"{}".to_vec(),
+        ),
+    ];
+    for (method, uri, content_type, body) in &routes {
+        let rebound = [
+            ("host", "rebind.evil.example:4318"),
+            ("content-type", *content_type),
+        ];
+        let (status, _, _) = call(&app, with(method, uri, &rebound, body.clone())).await;
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "{method} {uri}, DNS rebinding"
+        );
+        let foreign = [
+            ("host", "127.0.0.1:4318"),
+            ("origin", "http://evil.example"),
+            ("content-type", *content_type),
+        ];
+        let (status, _, _) = call(&app, with(method, uri, &foreign, body.clone())).await;
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "{method} {uri}, another site's page"
+        );
+    }
+    // Three error spans sent as a page can send them without asking (no content type, or
+    // text/plain): refused, nothing recorded.
+    for content_type in [None, Some("text/plain")] {
+        let mut headers = vec![("host", "127.0.0.1:4318")];
+        headers.extend(content_type.map(|t| ("content-type", t)));
+        let (status, _, _) = call(&app, with("POST", "/v1/traces", &headers, failures(3))).await;
+        assert_eq!(
+            status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
+    }
+    assert_eq!(registry.tracked_tools(), 0);
+    // An exporter, as it sends them: recorded.
+    let exporter = [
+        ("host", "127.0.0.1:4318"),
+        ("content-type", "application/x-protobuf"),
+    ];
+    let (status, _, _) = call(&app, with("POST", "/v1/traces", &exporter, failures(3))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(registry.breaker_state("search"), BreakerState::Open);
+    // Behind a name (a compose service), the guard is told.
+    let named = Receiver::builder(registry.clone())
+        .guard(
+            tool_health::web::HttpGuard::builder()
+                .allow_host("receiver:4318")
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap()
+        .router();
+    let compose = [
+        ("host", "receiver:4318"),
+        ("content-type", "application/x-protobuf"),
+    ];
+    let (status, _, _) = call(&named, with("POST", "/v1/traces", &compose, failures(1))).await;
+    assert_eq!(status, StatusCode::OK);
 }

@@ -210,6 +210,9 @@ pub(crate) struct Fleet {
     pub(crate) url: String,
     /// The key prefix (one fleet per prefix).
     pub(crate) prefix: Option<String>,
+    /// How many shards the fleet's keys are spread over (FLEET.md, "Cluster mode"); the
+    /// library's default when absent. Every replica of a fleet must say the same.
+    pub(crate) shards: Option<u16>,
 }
 
 impl fmt::Debug for Fleet {
@@ -217,6 +220,7 @@ impl fmt::Debug for Fleet {
         f.debug_struct("Fleet")
             .field("url", &redact_url(&self.url))
             .field("prefix", &self.prefix)
+            .field("shards", &self.shards)
             .finish()
     }
 }

@@ -92,19 +92,25 @@ impl Checker<'_> {
     }
 
     pub(super) fn fleet(&mut self, v: &Value, path: &[String]) -> Option<Fleet> {
-        let m = self.object(v, path, "`fleet` is `{\"url\": \"redis://host:6379\"}`")?;
-        self.unknown_keys(m, path, &["url", "prefix"], true);
+        let m = self.object(
+            v,
+            path,
+            "`fleet` is `{\"url\": \"redis://host:6379\"}` (a cluster: `redis-cluster://host:6379`)",
+        )?;
+        self.unknown_keys(m, path, &["url", "prefix", "shards"], true);
         let url = match m.get("url") {
             Some(u) => self.string_field(
                 u,
                 &child(path, "url"),
-                "the store's URL, e.g. `\"redis://127.0.0.1:6379\"`",
+                "the store's URL, e.g. `\"redis://127.0.0.1:6379\"` or, for a cluster, \
+                 `\"redis-cluster://node:6379\"`",
             )?,
             None => {
                 self.problem(
                     path,
                     "has no `url`",
-                    "add `\"url\": \"redis://host:6379\"` (Valkey or Redis ≥ 7)",
+                    "add `\"url\": \"redis://host:6379\"` (Valkey or Redis ≥ 7; a cluster: \
+                     `redis-cluster://host:6379`)",
                 );
                 return None;
             }
@@ -117,7 +123,21 @@ impl Checker<'_> {
             )?),
             None => None,
         };
-        Some(Fleet { url, prefix })
+        let shards = match m.get("shards") {
+            Some(v) => Some(self.integer(
+                v,
+                &child(path, "shards"),
+                1,
+                u64::from(tool_health::fleet::MAX_SHARDS),
+                "shards",
+            )? as u16),
+            None => None,
+        };
+        Some(Fleet {
+            url,
+            prefix,
+            shards,
+        })
     }
 
     /// `health.servers.NAME`: its settings over `defaults`, and its tools'.
@@ -354,6 +374,7 @@ fn default_of(key: &str) -> &'static str {
         "initialBackoffSeconds" => "0.5",
         "maxBackoffSeconds" => "30",
         "maxMessageBytes" => "4194304",
+        "shards" => "3",
         _ => "the documented value",
     }
 }

@@ -296,3 +296,29 @@ fn retry_on_reconnect_is_a_boolean_on_by_default_and_per_server() {
         "not per tool: {p:?}"
     );
 }
+
+#[test]
+fn the_fleet_takes_a_number_of_shards_in_its_range() {
+    let with = |shards: &str| {
+        format!(
+            r#"{{"mcpServers": {{}}, "health": {{"fleet": {{"url": "redis-cluster://127.0.0.1:7000", "shards": {shards}}}}}}}"#
+        )
+    };
+    let c = parse("gw.json", &with("8")).expect("valid");
+    assert_eq!(c.health.fleet.as_ref().and_then(|f| f.shards), Some(8));
+    for bad in ["0", "65", "2.5", "\"3\""] {
+        let p = one(&with(bad));
+        assert_eq!(p.path, "health.fleet.shards", "{bad}: {p:?}");
+        assert!(p.message.contains("from 1 to 64"), "{bad}: {p:?}");
+    }
+    let c = parse(
+        "gw.json",
+        r#"{"mcpServers": {}, "health": {"fleet": {"url": "redis://127.0.0.1:6379"}}}"#,
+    )
+    .expect("valid");
+    assert_eq!(
+        c.health.fleet.as_ref().and_then(|f| f.shards),
+        None,
+        "the library's default"
+    );
+}

@@ -10,19 +10,16 @@
 //! (`refused_by` says which: `tool` or `server`). `state`, `breaker` and the counts stay the
 //! tool's own.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use tool_health::status::ToolsQuery;
-use tool_health::{CallOutcome, CallReport, GateDecision, Permit, REFUSAL_MESSAGE};
+use tool_health::{CallOutcome, CallReport, GateDecision, REFUSAL_MESSAGE};
 
 use crate::gateway::Gateway;
 use crate::names;
@@ -30,12 +27,6 @@ use crate::upstream::Upstream;
 
 /// The longest tool name a route accepts, in bytes.
 const MAX_NAME: usize = 1024;
-
-/// Probes held by agents at most at once (the oldest are dropped past it).
-const MAX_PROBES: usize = 10_000;
-
-/// A probe id is forgotten this long after its lease (a report after that finds nothing).
-const PROBE_GRACE: Duration = Duration::from_secs(60);
 
 pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
     (
@@ -64,36 +55,50 @@ pub(crate) struct Resolved {
     pub(crate) upstream: Option<Arc<Upstream>>,
 }
 
-/// The key of the tool a path names (see the module docs), or a 400.
+/// The key of the tool a path names (see the module docs), or a 400: empty, or a key longer
+/// than the registry takes (`ToolHealthRegistry::max_name_len`, 256 bytes) — a name the gate
+/// would refuse for its length is a caller's error, never the breaker's refusal.
 // The error is the handler's whole answer (a 400), built once per bad request: boxing it
 // would buy nothing.
 #[allow(clippy::result_large_err)]
 pub(crate) fn resolve(gw: &Gateway, raw: &str) -> Result<Resolved, Response> {
-    if raw.is_empty() || raw.len() > MAX_NAME {
-        return Err(error(
+    let bad = || {
+        error(
             StatusCode::BAD_REQUEST,
-            &format!("tool name: 1 to {MAX_NAME} bytes"),
-        ));
+            &format!(
+                "tool name: 1 to {} bytes (as the registry keys it: `server/tool` for an MCP \
+                 server's tool)",
+                gw.registry.max_name_len()
+            ),
+        )
+    };
+    if raw.is_empty() || raw.len() > MAX_NAME {
+        return Err(bad());
     }
-    if let Some((server, _)) = raw.split_once(tool_health::mcp::KEY_SEPARATOR) {
-        return Ok(Resolved {
+    let upstreams = gw.upstreams();
+    let resolved = if let Some((server, _)) = raw.split_once(tool_health::mcp::KEY_SEPARATOR) {
+        Resolved {
             key: raw.to_owned(),
-            upstream: gw.upstreams().get(server).cloned(),
-        });
-    }
-    if let Some(key) = names::key_of(raw, |s| gw.upstreams().get(s).is_some()) {
+            upstream: upstreams.get(server).cloned(),
+        }
+    } else if let Some(key) = names::key_of(raw, |s| upstreams.get(s).is_some()) {
         let server = key
             .split_once(tool_health::mcp::KEY_SEPARATOR)
             .map_or("", |(s, _)| s);
-        return Ok(Resolved {
-            upstream: gw.upstreams().get(server).cloned(),
+        Resolved {
+            upstream: upstreams.get(server).cloned(),
             key,
-        });
+        }
+    } else {
+        Resolved {
+            key: raw.to_owned(),
+            upstream: None,
+        }
+    };
+    if gw.registry.validate_name(&resolved.key).is_err() {
+        return Err(bad());
     }
-    Ok(Resolved {
-        key: raw.to_owned(),
-        upstream: None,
-    })
+    Ok(resolved)
 }
 
 /// Milliseconds, rounded up (a retry time is never early); `null` for "not foreseeable".
@@ -127,22 +132,25 @@ fn augment(gw: &Gateway, obj: &mut Map<String, Value>) {
 
 /// One tool's document: the status object (augmented) when tracked, else a fresh one.
 pub(crate) fn tool_document(gw: &Gateway, key: &str) -> Value {
-    let mut doc = match gw.status.tool_json(key) {
+    let mut doc: Value = match gw.status.tool_json(key) {
         Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
         None => {
-            // Never tracked: only its server's breaker can refuse it.
+            // Never tracked: the library's fresh object (the receiver's gate answers the same),
+            // and only its server's breaker can refuse it.
+            let text = tool_health::status::untracked_tool_json(key);
+            let mut doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             let refused = key
                 .split_once(tool_health::mcp::KEY_SEPARATOR)
                 .and_then(|(s, _)| gw.upstreams().get(s).and_then(|u| u.refused_for()));
-            json!({
-                "tool": key,
-                "tracked": false,
-                "state": "closed",
-                "breaker": "closed",
-                "available": refused.is_none(),
-                "retry_after_ms": refused.map_or(Value::Null, ms),
-                "refused_by": refused.map(|_| "server"),
-            })
+            if let Some(obj) = doc.as_object_mut() {
+                obj.insert("available".into(), Value::Bool(refused.is_none()));
+                obj.insert("retry_after_ms".into(), refused.map_or(Value::Null, ms));
+                obj.insert(
+                    "refused_by".into(),
+                    refused.map_or(Value::Null, |_| Value::from("server")),
+                );
+            }
+            doc
         }
     };
     if let Some(obj) = doc.as_object_mut() {
@@ -196,51 +204,32 @@ pub(crate) async fn tool(State(gw): State<Arc<Gateway>>, Path(tool): Path<String
     json(StatusCode::OK, &doc)
 }
 
-/// The probes agents hold (`claim` answered `probe`), by id, until reported or expired.
-#[derive(Debug, Default)]
-pub(crate) struct Probes {
-    held: Mutex<HashMap<String, (String, Permit, Instant)>>,
-    counter: AtomicU64,
-    seed: std::collections::hash_map::RandomState,
-}
-
-impl Probes {
-    fn hold(&self, key: &str, permit: Permit, lease: Duration) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let mut h = self.seed.build_hasher();
-        h.write_u64(n);
-        h.write(key.as_bytes());
-        let id = format!("{:016x}{n:08x}", h.finish());
-        let now = Instant::now();
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.retain(|_, (_, _, until)| *until > now);
-        if held.len() >= MAX_PROBES {
-            if let Some(oldest) = held.iter().min_by_key(|(_, v)| v.2).map(|(k, _)| k.clone()) {
-                held.remove(&oldest);
-            }
-        }
-        held.insert(
-            id.clone(),
-            (key.to_owned(), permit, now + lease + PROBE_GRACE),
-        );
-        id
+/// `POST /v1/tools/{tool}/claim` (`Content-Type: application/json`; the body empty or a JSON
+/// object, `{}`): the gate. `allowed`, `probe` (with the id to report it with) or `refused`
+/// (503 with `Retry-After`). A tool of a server whose breaker refuses is refused without
+/// touching the tool's breaker.
+pub(crate) async fn claim(
+    State(gw): State<Arc<Gateway>>,
+    Path(tool): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // A web page cannot send this content type without the browser asking first.
+    if let Err(refusal) = tool_health::web::require_json(&headers) {
+        return refusal.into_response();
     }
-
-    fn take(&self, id: &str) -> Option<(String, Permit)> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let (key, permit, until) = held.remove(id)?;
-        (until > Instant::now()).then_some((key, permit))
-    }
-}
-
-/// `POST /v1/tools/{tool}/claim`: the gate. `allowed`, `probe` (with the id to report it
-/// with) or `refused` (503 with `Retry-After`). A tool of a server whose breaker refuses is
-/// refused without touching the tool's breaker.
-pub(crate) async fn claim(State(gw): State<Arc<Gateway>>, Path(tool): Path<String>) -> Response {
     let r = match resolve(&gw, &tool) {
         Ok(r) => r,
         Err(r) => return r,
     };
+    if !body.iter().all(u8::is_ascii_whitespace)
+        && !matches!(serde_json::from_slice::<Value>(&body), Ok(Value::Object(_)))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body of a claim is empty or a JSON object (`{}`)",
+        );
+    }
     if let Some(wait) = r.upstream.as_ref().and_then(|u| u.refused_for()) {
         return refused(&r.key, wait, "server");
     }
@@ -251,7 +240,7 @@ pub(crate) async fn claim(State(gw): State<Arc<Gateway>>, Path(tool): Path<Strin
         ),
         GateDecision::Probe(permit) => {
             let lease = gw.registry.tool_policy(&r.key).breaker.probe_timeout;
-            let id = gw.probes.hold(&r.key, permit, lease);
+            let id = gw.probes.hold(&gw.registry, &r.key, permit, lease);
             json(
                 StatusCode::OK,
                 &json!({
@@ -286,14 +275,18 @@ fn refused(key: &str, retry_after: Duration, by: &str) -> Response {
     r
 }
 
-/// `POST /v1/tools/{tool}/report`: how a call made after a claim ended —
-/// `{"outcome": "success" | "failure" | "ignored" | "cancelled", "duration_ms": 12,
-/// "probe_id": "…"}` (`probe_id` when the claim was a probe).
+/// `POST /v1/tools/{tool}/report` (`Content-Type: application/json`): how a call made after a
+/// claim ended — `{"outcome": "success" | "failure" | "ignored" | "cancelled", "duration_ms":
+/// 12, "probe_id": "…"}` (`probe_id` when the claim was a probe).
 pub(crate) async fn report(
     State(gw): State<Arc<Gateway>>,
     Path(tool): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Err(refusal) = tool_health::web::require_json(&headers) {
+        return refusal.into_response();
+    }
     let r = match resolve(&gw, &tool) {
         Ok(r) => r,
         Err(r) => return r,
@@ -325,7 +318,7 @@ pub(crate) async fn report(
             gw.registry
                 .record_report(&r.key, &CallReport::new(outcome, duration));
         }
-        Some(Value::String(id)) => match gw.probes.take(id) {
+        Some(Value::String(id)) => match gw.probes.take(&gw.registry, id) {
             Some((key, permit)) if key == r.key => {
                 gw.registry
                     .record_with_permit(&key, permit, outcome, duration);

@@ -15,7 +15,6 @@
 //! visible ASCII), is compared in time that depends only on its length, and is never logged
 //! or echoed. A control on a tool that is not tracked is 404: no control creates a tool.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,48 +22,10 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::Response;
 
-use tool_health::status::{ControlToken, DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS};
+use tool_health::status::{DEFAULT_FORCE_OPEN_SECS, MAX_FORCE_OPEN_SECS};
 
 use super::api::{self, error};
 use crate::gateway::Gateway;
-
-/// The control token: the library's check ([`ControlToken`]: length, visible ASCII,
-/// constant-time comparison), and the token itself for the status page's router, which checks
-/// its own copy. Its `Debug` never shows it.
-#[derive(Clone)]
-pub(crate) struct Token {
-    check: ControlToken,
-    raw: Box<str>,
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
-    }
-}
-
-impl Token {
-    /// Checks the token's form (the reason on `Err`, without the token); a file's final
-    /// newline is not part of it.
-    pub(crate) fn new(token: &str) -> Result<Self, String> {
-        let token = token.trim_end_matches(['\n', '\r']);
-        let check = ControlToken::new(token).map_err(|e| format!("the control token {e}"))?;
-        Ok(Self {
-            check,
-            raw: token.into(),
-        })
-    }
-
-    /// The token itself, for the status page's router (which checks its own copy).
-    pub(crate) fn expose(&self) -> String {
-        self.raw.to_string()
-    }
-
-    /// Whether the request carries `Authorization: Bearer <token>`.
-    pub(crate) fn authorizes(&self, headers: &HeaderMap) -> bool {
-        self.check.authorizes(headers)
-    }
-}
 
 /// A control action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,39 +185,4 @@ pub(crate) async fn server_control(
     // A forced change is no transition of the tools': tell the hosts to list again.
     gw.hosts.changed();
     api::json(StatusCode::OK, &api::server_document(&upstream))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_token_is_checked_whole_and_never_shown() {
-        let t = Token::new("0123456789abcdef-token\n").unwrap();
-        assert_eq!(format!("{t:?}"), "Token(<redacted>)");
-        let mut h = HeaderMap::new();
-        assert!(!t.authorizes(&h));
-        h.insert(
-            header::AUTHORIZATION,
-            "Bearer 0123456789abcdef-token".parse().unwrap(),
-        );
-        assert!(t.authorizes(&h));
-        h.insert(
-            header::AUTHORIZATION,
-            "Bearer 0123456789abcdef-toke".parse().unwrap(),
-        );
-        assert!(!t.authorizes(&h));
-        h.insert(
-            header::AUTHORIZATION,
-            "Bearer 0123456789abcdef-tokenX".parse().unwrap(),
-        );
-        assert!(!t.authorizes(&h));
-        h.insert(
-            header::AUTHORIZATION,
-            "Basic 0123456789abcdef-token".parse().unwrap(),
-        );
-        assert!(!t.authorizes(&h));
-        assert!(Token::new("short").is_err());
-        assert!(Token::new("has a space in it, sixteen+").is_err());
-    }
 }

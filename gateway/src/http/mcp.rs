@@ -1,6 +1,12 @@
 //! `/mcp`: rmcp's streamable HTTP server with the gateway's handler (a session per host under
 //! the `initialize` handshake; per-request envelopes for MCP 2026-07-28 hosts).
 //!
+//! `Host` and `Origin` are the gateway's guard's (every route's, `http/mod.rs`): rmcp's own
+//! checks are off, so that one rule decides. At most [`MAX_SESSIONS`] sessions live at once
+//! (rmcp keeps an idle one 5 minutes): one more `initialize` is answered `503` with
+//! `Retry-After` and a JSON-RPC error, without creating anything; requests of live sessions
+//! and per-request envelopes are never refused for it.
+//!
 //! rmcp answers a body that is not JSON-RPC with `415` and a line of text, and one over the
 //! limit with `413` and text. Hosts read JSON-RPC: those two answers are rewritten as a
 //! JSON-RPC error (`-32700` parse error with HTTP 400, `-32600` "message too large" with HTTP
@@ -12,7 +18,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -24,23 +30,34 @@ use serde_json::json;
 use crate::gateway::Gateway;
 use crate::server::GatewayServer;
 
+/// The most MCP sessions alive at once.
+pub(crate) const MAX_SESSIONS: usize = 1_000;
+
+/// What a host is told to wait before it tries a new session again, in seconds.
+const SESSIONS_RETRY_SECS: &str = "5";
+
 /// The `/mcp` route.
-pub(super) fn router(gw: &Arc<Gateway>, allowed_hosts: &[String]) -> Router {
-    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    hosts.extend(allowed_hosts.iter().cloned());
+pub(super) fn router(gw: &Arc<Gateway>) -> Router {
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
         .with_max_request_body_bytes(gw.max_message_bytes)
         .with_cancellation_token(gw.shutdown.child_token());
     // A handler per session: each host is known by its own id.
-    let gw = Arc::clone(gw);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let factory = Arc::clone(gw);
     let service = StreamableHttpService::new(
-        move || Ok(GatewayServer::new(Arc::clone(&gw))),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(GatewayServer::new(Arc::clone(&factory))),
+        Arc::clone(&sessions),
         config,
     );
+    let cap = Cap {
+        sessions,
+        max_body: gw.max_message_bytes,
+    };
     Router::new()
         .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(cap, cap_sessions))
         .layer(axum::middleware::map_response(as_json_rpc))
         .layer(axum::middleware::from_fn(session_ended))
 }
@@ -53,6 +70,59 @@ async fn session_ended(request: Request, next: Next) -> Response {
         *response.status_mut() = StatusCode::OK;
     }
     response
+}
+
+/// What the session cap reads.
+#[derive(Clone)]
+struct Cap {
+    sessions: Arc<LocalSessionManager>,
+    max_body: usize,
+}
+
+/// Refuses an `initialize` that would open one session more than [`MAX_SESSIONS`]. The body
+/// is read only then (a `POST` without a session id while the sessions are full); everything
+/// else goes on untouched.
+async fn cap_sessions(State(cap): State<Cap>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST
+        || request.headers().contains_key("mcp-session-id")
+        || cap.sessions.sessions.read().await.len() < MAX_SESSIONS
+    {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, cap.max_body).await else {
+        // Too large or broken: rmcp answers it as it would (from an empty body).
+        return next.run(Request::from_parts(parts, Body::empty())).await;
+    };
+    let message = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+    let initialize = message
+        .as_ref()
+        .is_some_and(|m| m.get("method").and_then(|v| v.as_str()) == Some("initialize"));
+    if !initialize {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    }
+    tracing::warn!(
+        "an MCP session refused: {MAX_SESSIONS} are open (idle ones close after 5 minutes, or \
+         when their host sends DELETE /mcp)"
+    );
+    let id = message
+        .and_then(|m| m.get("id").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message":
+        format!("the gateway has {MAX_SESSIONS} MCP sessions open, its limit: retry later")}});
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(SESSIONS_RETRY_SECS),
+    );
+    r
 }
 
 /// Rewrites rmcp's plain-text 415 and 413 as JSON-RPC errors (see the module docs).

@@ -10,6 +10,14 @@
 //! | `GET /healthz` | 200 while the gateway serves |
 //! | `GET /` (the page), `/tools`, `/events`, `/metrics` | the library's status router (`tool_health::status`) |
 //! | `POST /v1/traces` | agents' OTLP/HTTP traces (protobuf or JSON), fed to the same breakers (`tool_health::receiver`) |
+//!
+//! Every route, the fallback included, is behind one guard (`tool_health::web::HttpGuard`,
+//! `Gateway::guard`): `Host` must be a loopback name or an `--allow-host`, an `Origin` must be
+//! the gateway's own or an `--allow-origin` (403 otherwise). Each route that changes state
+//! takes only its declared body type or the token: a claim and a report
+//! `application/json`, `/v1/traces` an OTLP type, `POST /mcp` `application/json` (rmcp's
+//! check), a control `Authorization: Bearer` — no web page can send those without a CORS
+//! preflight, which the gateway never approves. `docs/gateway.md`, "Who can call what".
 
 pub(crate) mod api;
 pub(crate) mod controls;
@@ -26,13 +34,11 @@ use crate::gateway::Gateway;
 /// The largest body the JSON API reads (a report is a few dozen bytes).
 const API_BODY_LIMIT: usize = 64 * 1024;
 
-/// The whole HTTP surface. `allowed_hosts`: the `Host` values `/mcp` accepts besides the
-/// loopback names (rmcp's guard against DNS rebinding).
-/// `receiver`: the OTLP trace receiver, mounted at `/v1/traces` (its own body limits); the
-/// gateway serves the advisory gate (`/v1/tools/{tool}`, `…/claim`) itself.
+/// The whole HTTP surface, behind the gateway's guard. `receiver`: the OTLP trace receiver,
+/// mounted at `/v1/traces` (its own body limits; built with the same guard); the gateway
+/// serves the advisory gate (`/v1/tools/{tool}`, `…/claim`) itself.
 pub(crate) fn router(
     gw: &Arc<Gateway>,
-    allowed_hosts: &[String],
     receiver: Option<&tool_health::receiver::Receiver>,
 ) -> Router {
     let api = Router::new()
@@ -51,10 +57,10 @@ pub(crate) fn router(
         )
         .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
         .with_state(Arc::clone(gw));
-    let api = api.merge(mcp::router(gw, allowed_hosts));
+    let api = api.merge(mcp::router(gw));
     let api = match receiver {
         Some(r) => api.merge(r.router()),
         None => api,
     };
-    api.fallback_service(gw.status.router())
+    gw.guard.apply(api.fallback_service(gw.status.router()))
 }

@@ -10,7 +10,7 @@
 //! and breakers). Hosts' sessions are never touched; they are told (`list_changed`) when their
 //! lists change. One INFO line per reload says what changed; `GET /v1/servers` and `/healthz`
 //! show how many reloads were applied and refused, and how the last one went
-//! ([`Reloads::document`]).
+//! (`Reloads::document`, `reloads.rs`).
 //!
 //! Reloads run one at a time, in the order they were asked for: a `SIGHUP` during a reload is
 //! one more reload after it. A file change whose content is the one last read (a `touch`, a
@@ -21,76 +21,17 @@ mod watch;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 use tool_health::ToolPolicy;
 
 use crate::config::{self, Config, ConfigError, Diff, Secrets};
 use crate::gateway::Gateway;
+use crate::reloads::Trigger;
 use crate::signals::Hangups;
 use watch::FileWatch;
-
-/// What asked for a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Trigger {
-    Hangup,
-    File,
-}
-
-impl Trigger {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Hangup => "SIGHUP",
-            Self::File => "the file changed",
-        }
-    }
-}
-
-/// How many reloads there were, and how the last one went (for the API).
-#[derive(Debug, Default)]
-pub(crate) struct Reloads {
-    status: Mutex<Status>,
-}
-
-#[derive(Debug, Default)]
-struct Status {
-    applied: u64,
-    refused: u64,
-    last: Option<Value>,
-}
-
-impl Reloads {
-    fn record(&self, trigger: Trigger, applied: bool, detail: (&str, Value)) {
-        let mut s = self.status.lock().unwrap_or_else(PoisonError::into_inner);
-        if applied {
-            s.applied += 1;
-        } else {
-            s.refused += 1;
-        }
-        let at_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let mut last = json!({
-            "trigger": trigger.name(),
-            "result": if applied { "applied" } else { "refused" },
-            "at_unix_ms": at_ms,
-        });
-        last[detail.0] = detail.1;
-        s.last = Some(last);
-    }
-
-    /// `{"applied": 2, "refused": 1, "last": {"trigger": "SIGHUP", "result": "applied",
-    /// "at_unix_ms": …, "changes": "added `b`; 1 server unchanged"}}` (a refused one has
-    /// `"problems"`, each `file:line: key message`, instead of `"changes"`); `last` is `null`
-    /// before the first reload.
-    pub(crate) fn document(&self) -> Value {
-        let s = self.status.lock().unwrap_or_else(PoisonError::into_inner);
-        json!({"applied": s.applied, "refused": s.refused, "last": s.last})
-    }
-}
 
 /// Starts the reloader of `gw`, which runs `running` (read from `path`): reloads on each of
 /// `hangups`, and on each change of the file when `watch` is on, until the gateway stops.

@@ -12,22 +12,16 @@
 //! | `subscriptions/listen` | list changes and resource updates (MCP 2026-07-28 hosts) |
 //!
 //! What servers send back — progress, log messages, resource updates, list changes, their own
-//! requests (sampling, elicitation, roots) — reaches the host it is for (`progress.rs`,
-//! `logging.rs`, `subscriptions.rs`, `notify.rs`, `relay.rs`). A host's `notifications/cancelled`
+//! requests (sampling, elicitation, roots) — reaches the host it is for (`crate::progress`,
+//! `crate::notify` and its `logging.rs`, `subscriptions.rs`; `crate::relay`). A host's `notifications/cancelled`
 //! reaches the server: the request's future is dropped, and the library's client tells the
 //! server under the id it sent.
 
 #![allow(deprecated)] // logging and resource subscriptions are deprecated in 2026-07-28, and still what hosts use
 
-mod logging;
-pub(crate) mod notify;
-pub(crate) mod progress;
 mod prompts;
-pub(crate) mod relay;
 mod resources;
-pub(crate) mod served;
 pub(crate) mod stdio;
-pub(crate) mod subscriptions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +40,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use crate::gateway::Gateway;
 use crate::names::{self, NameError};
-use notify::Lists;
+use crate::notify::{self, Lists};
 
 /// How long `tools/list` waits at most for upstreams still making their first connection.
 const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(60);
@@ -233,7 +227,7 @@ impl ServerHandler for GatewayServer {
         {
             self.gw.served.served(parent);
         }
-        // Progress the host asked for goes back to it, under its own token (`progress.rs`).
+        // Progress the host asked for goes back to it, under its own token (`crate::progress`).
         let host_token = context
             .meta
             .get_progress_token()
@@ -332,7 +326,7 @@ impl ServerHandler for GatewayServer {
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
-                .take(subscriptions::MAX_SUBSCRIPTIONS)
+                .take(notify::subscriptions::MAX_SUBSCRIPTIONS)
                 .cloned()
                 .collect()
         });

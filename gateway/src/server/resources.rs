@@ -26,9 +26,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
-use super::subscriptions::Subscribed;
 use super::GatewayServer;
 use crate::names::{self, HostUri, NameError};
+use crate::notify::subscriptions::{Subscribed, MAX_SUBSCRIPTIONS};
 use crate::upstream::Upstream;
 
 /// A URI a host named, routed: the server, its own URI, and whether the host used the
@@ -250,7 +250,7 @@ impl GatewayServer {
             Subscribed::Full => Err(McpError::internal_error(
                 format!(
                     "the gateway holds {} resource subscriptions already, its most",
-                    super::subscriptions::MAX_SUBSCRIPTIONS
+                    MAX_SUBSCRIPTIONS
                 ),
                 None,
             )),

@@ -25,7 +25,7 @@ use super::process::{self, Group, GRACE};
 use super::stderr::{self, Tail};
 use super::Upstream;
 use crate::config::{redact_url, Launch};
-use crate::server::notify::Lists;
+use crate::notify::Lists;
 
 /// How many of the last stderr lines a failed start shows.
 const TAIL_SHOWN: usize = 3;
@@ -37,7 +37,7 @@ const EXIT_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 const STDERR_DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The gateway as an MCP client: says who it is and what it offers (what hosts may answer:
-/// roots, sampling, elicitation — relayed to the host that made the call, `server/relay.rs`),
+/// roots, sampling, elicitation — relayed to the host that made the call, `relay.rs`),
 /// and passes on what the server sends: progress, log messages, list changes, resource
 /// updates.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub(super) struct UpstreamHandler {
     upstream: Weak<Upstream>,
 }
 
-/// What the gateway offers its servers: everything a host may answer (see `server/relay.rs`:
+/// What the gateway offers its servers: everything a host may answer (see `relay.rs`:
 /// the connection is made before any host comes, and each request is relayed to the host that
 /// made the call, or refused when that host did not offer it).
 fn offered() -> ClientCapabilities {
@@ -67,7 +67,7 @@ impl UpstreamHandler {
         let Some(upstream) = self.upstream.upgrade() else {
             return Err(McpError::internal_error("the gateway is stopping", None));
         };
-        crate::server::relay::relay(
+        crate::relay::relay(
             &upstream.name,
             &upstream.callers,
             &upstream.hosts,

@@ -189,7 +189,7 @@ impl Upstream {
             });
             me.listing.store(false, Ordering::Release);
             if changed {
-                me.hosts.changed_lists(crate::server::notify::Lists::TOOLS);
+                me.hosts.changed_lists(crate::notify::Lists::TOOLS);
             }
         });
     }

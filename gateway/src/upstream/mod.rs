@@ -59,9 +59,9 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 
 use crate::config::{Launch, Secrets, ServerConfig};
 use crate::names;
-use crate::server::notify::Hosts;
-use crate::server::progress::{ProgressRoutes, Route};
-use crate::server::relay::{Callers, Calling};
+use crate::notify::Hosts;
+use crate::progress::{ProgressRoutes, Route};
+use crate::relay::{Callers, Calling};
 
 use listing::Listed;
 pub(crate) use listing::LIST_WAIT;
@@ -104,7 +104,7 @@ pub(crate) struct Upstream {
     /// The calls in flight whose host asked for progress.
     pub(crate) progress: Arc<ProgressRoutes>,
     /// The host requests under way on it (a request of the server goes to their host,
-    /// `server/relay.rs`).
+    /// `relay.rs`).
     pub(crate) callers: Callers,
     /// The capabilities it gave at its last handshake.
     caps: Mutex<Option<ServerCapabilities>>,

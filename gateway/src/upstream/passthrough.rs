@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tool_health::mcp::is_refusal_error;
 
 use super::{said, Upstream, LIST_WAIT};
-use crate::server::relay::Calling;
+use crate::relay::Calling;
 
 /// A server listing more pages than this is cut off there.
 const MAX_PAGES: usize = 100;
@@ -167,7 +167,7 @@ impl Upstream {
     }
 
     /// [`request`](Self::request) for the host request `calling` (a request of the server
-    /// while it answers goes to that host, `server/relay.rs`).
+    /// while it answers goes to that host, `relay.rs`).
     pub(crate) async fn request_from(
         &self,
         request: ClientRequest,

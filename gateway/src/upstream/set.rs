@@ -20,7 +20,7 @@ use tool_health::ToolHealthRegistry;
 use super::passthrough::Listable;
 use super::{supervise::supervise, Phase, Upstream, LIST_WAIT};
 use crate::config::{Diff, Secrets, ServerConfig};
-use crate::server::notify::Hosts;
+use crate::notify::Hosts;
 
 /// How long a reload waits for a removed server to be drained and stopped (the drain, then its
 /// process group stopped gently: stdin closed, `SIGTERM`, `SIGKILL`, 2 s apart) before it

@@ -45,7 +45,7 @@ use tool_health::{BreakerState, CallOutcome, GateDecision};
 use super::connect::{Connected, Ends};
 use super::{Conn, Link, Phase, Upstream};
 use crate::config::Launch;
-use crate::server::notify::Lists;
+use crate::notify::Lists;
 
 /// A connection that lasted this long resets the restart backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);

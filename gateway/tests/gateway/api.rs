@@ -46,8 +46,14 @@ pub async fn claim_probe_report_and_the_oracle() {
             .is_some_and(|ms| ms > 0 && ms <= 1_100),
         "{v}"
     );
-    let (status, headers, body) =
-        http_raw(gw.port, "POST", "/v1/tools/billing_api/claim", &[], b"").await;
+    let (status, headers, body) = http_raw(
+        gw.port,
+        "POST",
+        "/v1/tools/billing_api/claim",
+        &[("content-type", "application/json")],
+        b"{}",
+    )
+    .await;
     assert_eq!(status, 503, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     // Retry-After is the refusal's own wait in whole seconds, rounded up (the coarse clock

@@ -275,7 +275,7 @@ pub async fn over_http() {
         gw.port,
         "POST",
         "/v1/tools/t/report",
-        &[],
+        &[("content-type", "application/json")],
         &vec![b' '; 100_000],
     )
     .await;

@@ -1,8 +1,9 @@
 //! The gateway binary against real processes, with no SDK needed: upstreams are this test
 //! binary serving the rmcp fixture (`support/fixture.rs`), clients are rmcp's and raw stdio and
 //! HTTP (for what no SDK client would send). Fleet mode needs a Redis or Valkey server
-//! (`TOOL_HEALTH_FLEET_TEST_SERVER`, else `redis-server` or `valkey-server` on the PATH):
-//! without one that test is ignored with the reason, and fails under `CI=true`.
+//! (`TOOL_HEALTH_FLEET_TEST_SERVER`, else `redis-server` or `valkey-server` on the PATH), the
+//! browser test Chromium and `tests/web`'s playwright-core: without them those tests are
+//! ignored with the reason, and fail under `CI=true`.
 
 // Items of the test modules are public to each other, not to any crate.
 #![allow(unreachable_pub)]
@@ -13,9 +14,11 @@ mod support;
 mod api;
 mod bad_input;
 mod breakers;
+mod browser;
 mod config;
 mod feeds;
 mod fleet;
+mod flood;
 mod lifecycle;
 mod model;
 mod operators;
@@ -23,6 +26,7 @@ mod passthrough;
 mod progress;
 mod receiver;
 mod reload;
+mod security;
 mod servers;
 mod supervise;
 
@@ -42,7 +46,15 @@ fn main() {
             trial("api::servers_healthz_page_and_metrics", api::servers_healthz_page_and_metrics),
             trial("config::a_bad_config_exits_2_naming_the_line_and_the_fix", config::a_bad_config_exits_2),
             trial("fleet::replicas_share_a_trip_through_the_store", fleet::replicas_share_a_trip),
+            trial("fleet::replicas_share_a_trip_through_a_cluster", fleet::replicas_share_a_trip_on_a_cluster),
             trial("receiver::an_agents_traces_trip_a_breaker_the_api_shows", receiver::an_agents_traces_trip_a_breaker_the_api_shows),
+            trial("security::every_route_checks_host_and_origin", security::every_route_checks_host_and_origin),
+            trial("browser::another_sites_page_moves_nothing", browser::another_sites_page_moves_nothing),
+            trial("security::a_page_cannot_change_state_with_a_simple_request", security::a_page_cannot_change_state_with_a_simple_request),
+            trial("security::a_claim_with_an_overlong_name_is_a_400_naming_the_limit", security::a_claim_with_an_overlong_name_is_a_400_naming_the_limit),
+            trial("security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver", security::the_gate_answers_one_contract_in_the_gateway_and_the_receiver),
+            trial("security::http_mcp_sessions_are_capped", security::http_mcp_sessions_are_capped),
+            trial("flood::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives", flood::a_grpc_flood_is_bounded_by_the_in_flight_budget_as_it_arrives),
             trial("supervise::a_killed_stdio_upstream_works_again_within_a_second_of_its_handshake", supervise::a_killed_stdio_upstream_works_again_within_a_second_of_its_handshake),
             trial("supervise::an_http_upstream_down_for_5_s_works_again_within_a_second_of_answering", supervise::an_http_upstream_down_for_5_s_works_again_within_a_second_of_answering),
             trial("supervise::an_http_upstream_that_forgot_the_session_is_initialized_again", supervise::an_http_upstream_that_forgot_the_session_is_initialized_again),

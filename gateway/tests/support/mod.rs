@@ -395,8 +395,16 @@ impl Gateway {
         http(self.port, "GET", path, &[], "").await
     }
 
+    /// A JSON `POST` (`Content-Type: application/json`), as every API route takes.
     pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {
-        http(self.port, "POST", path, &[], body).await
+        http(
+            self.port,
+            "POST",
+            path,
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await
     }
 }
 

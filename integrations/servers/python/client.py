@@ -9,6 +9,9 @@ stdin, one JSON object a line (answered in order):
     {"id": 1, "op": "list"}                                  -> {"id": 1, "tools": ["rs__ok", ...]}
     {"id": 2, "op": "call", "name": "rs__ok", "arguments": {}}
         -> {"id": 2, "isError": false, "text": "fine"}  or  {"id": 2, "error": {"code": -32602, "message": "..."}}
+    {"id": 3, "op": "bench", "name": "rs__echo", "arguments": {...}, "n": 100}
+        -> {"id": 3, "ns": [...]}: n sequential calls, each one's time in nanoseconds
+           (gateway/benches/sdk_clients.rs)
 
 stdout, besides the answers: {"event": "ready", "protocol": "...", "server": "..."} once
 connected, and {"event": "list_changed"} each time the client hears that the tool list changed
@@ -22,6 +25,7 @@ goes to stderr. The client ends when stdin closes.
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -73,6 +77,15 @@ async def answer(client: Client, cmd: dict[str, Any]) -> dict[str, Any]:
             result = await client.call_tool(cmd["name"], cmd.get("arguments") or {})
             out["isError"] = bool(result.is_error)
             out["text"] = text_of(result)
+        elif cmd["op"] == "bench":
+            ns: list[int] = []
+            for _ in range(cmd["n"]):
+                start = time.perf_counter_ns()
+                result = await client.call_tool(cmd["name"], cmd.get("arguments") or {})
+                ns.append(time.perf_counter_ns() - start)
+                if result.is_error:
+                    raise RuntimeError(f"bench call failed: {text_of(result)}")
+            out["ns"] = ns
         else:
             out["error"] = {"code": 0, "message": f"unknown op {cmd['op']!r}"}
     except MCPError as e:
@@ -81,11 +94,18 @@ async def answer(client: Client, cmd: dict[str, Any]) -> dict[str, Any]:
 
 
 async def listen(client: Client, ready: anyio.Event) -> None:
-    """2026-07-28 connections: the change events of one `subscriptions/listen` stream."""
-    async with client.listen(tools_list_changed=True) as sub:
+    """2026-07-28 connections: the change events of one `subscriptions/listen` stream. A server
+    without subscriptions (the benches' pass-through proxy answers -32601) has none to send."""
+    try:
+        async with client.listen(tools_list_changed=True) as sub:
+            ready.set()
+            async for _event in sub:
+                emit({"event": "list_changed", "via": "listen"})
+    except MCPError as e:
+        if e.code != -32601:
+            raise
+        print(f"client.py: the server offers no subscriptions/listen ({e.message})", file=sys.stderr)
         ready.set()
-        async for _event in sub:
-            emit({"event": "list_changed", "via": "listen"})
 
 
 async def main() -> None:

@@ -10,6 +10,9 @@
 //   {"id": 1, "op": "list"}                                  -> {"id": 1, "tools": ["rs__ok", ...]}
 //   {"id": 2, "op": "call", "name": "rs__ok", "arguments": {}}
 //       -> {"id": 2, "isError": false, "text": "fine"}  or  {"id": 2, "error": {"code": -32602, "message": "..."}}
+//   {"id": 3, "op": "bench", "name": "rs__echo", "arguments": {...}, "n": 100}
+//       -> {"id": 3, "ns": [...]}: n sequential calls, each one's time in nanoseconds
+//          (gateway/benches/sdk_clients.rs)
 //
 // stdout, besides the answers: {"event": "ready", "protocol": "...", "server": "..."} once
 // connected, and {"event": "list_changed", "via": "notification"} for each
@@ -60,6 +63,15 @@ for await (const line of lines) {
       const result = await client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} });
       out.isError = Boolean(result.isError);
       out.text = (result.content ?? []).find((c) => c.type === "text")?.text ?? "";
+    } else if (cmd.op === "bench") {
+      const ns = [];
+      for (let i = 0; i < cmd.n; i++) {
+        const start = process.hrtime.bigint();
+        const result = await client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} });
+        ns.push(Number(process.hrtime.bigint() - start));
+        if (result.isError) throw new Error(`bench call failed: ${JSON.stringify(result.content)}`);
+      }
+      out.ns = ns;
     } else {
       out.error = { code: 0, message: `unknown op ${cmd.op}` };
     }

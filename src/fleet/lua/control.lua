@@ -1,17 +1,20 @@
--- control(prefix, hex, mode, for_ms, shadow, reset, replica)
+-- control: KEYS boot, seq, t (state), c (control), ctls, open;
+-- ARGV pub, channel, hex, mode, for_ms, shadow, reset, replica.
 -- An operator's control, fleet-wide: mode '0' normal, '1' forced open (for `for_ms`; the
 -- maximum: until released), '2' forced closed, '-' unchanged; shadow '0' / '1' / '-'; reset
--- '1' also resets the tool everywhere (its open episode closes). Every replica hears it.
+-- '1' also resets the tool everywhere (its open episode closes; the episode's probe lease, if
+-- any, expires on its own: a closed episode's lease grants nothing). Every replica hears it.
 -- Returns {ver, boot, corrupt}.
-local hex, mode, forms, shadow, reset, me = ARGV[2], ARGV[3], int(ARGV[4], MAXMS), ARGV[5], ARGV[6], ARGV[7]
-if not is_hex(hex) or forms == nil or not is_id(me)
+local TK, CK, CTLS, OPEN = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local hex, mode, forms, shadow, reset, me = ARGV[3], ARGV[4], int(ARGV[5], MAXMS), ARGV[6], ARGV[7], ARGV[8]
+if OPEN == nil or not is_hex(hex) or forms == nil or not is_id(me)
   or not (mode == '-' or mode == '0' or mode == '1' or mode == '2')
   or not (shadow == '-' or shadow == '0' or shadow == '1') or not (reset == '0' or reset == '1') then
   return redis.error_reply('ERR tool-health: bad arguments')
 end
 local now = now_ms()
 local bt = boot()
-local c = read_ctl(hex)
+local c = read_ctl(CK)
 if c == 'future' then return redis.error_reply('ERR tool-health: a newer format holds this control') end
 if type(c) ~= 'table' then
   if c == 'corrupt' then corrupt = corrupt + 1 end
@@ -26,23 +29,20 @@ end
 if shadow ~= '-' then c.shadow = tonumber(shadow) end
 if reset == '1' then
   c.rst = c.rst + 1
-  local s = read_state(hex)
+  local s = read_state(TK)
   if type(s) == 'table' and s.st == 'o' then
-    redis.call('HSET', P .. 't:' .. hex, 'st', 'c', 'by', me)
-    redis.call('DEL', lease_key(hex, s.ep))
+    redis.call('HSET', TK, 'st', 'c', 'by', me)
   elseif s == 'corrupt' then
-    redis.call('DEL', P .. 't:' .. hex) corrupt = corrupt + 1
+    redis.call('DEL', TK) corrupt = corrupt + 1
   end
-  if ktype(P .. 'open') == 'set' then redis.call('SREM', P .. 'open', hex) end
+  if ktype(OPEN) == 'set' then redis.call('SREM', OPEN, hex) end
 end
-local k = P .. 'c:' .. hex
-redis.call('DEL', k)
-redis.call('HSET', k, 'v', '1', 'ver', S(c.ver), 'mode', S(c.mode), 'until', S(c.untl),
+redis.call('DEL', CK)
+redis.call('HSET', CK, 'v', '1', 'ver', S(c.ver), 'mode', S(c.mode), 'until', S(c.untl),
   'shadow', S(c.shadow), 'rst', S(c.rst), 'by', me)
-local ck = P .. 'ctls'
-local ct = ktype(ck)
-if ct ~= 'none' and ct ~= 'set' then redis.call('DEL', ck) corrupt = corrupt + 1 end
-redis.call('SADD', ck, hex)
+local ct = ktype(CTLS)
+if ct ~= 'none' and ct ~= 'set' then redis.call('DEL', CTLS) corrupt = corrupt + 1 end
+redis.call('SADD', CTLS, hex)
 local f = ctl_fields(c, now)
 publish('k', hex, f[2], f[3], f[4], f[5], f[6], me, bt)
 return { S(c.ver), bt, S(corrupt) }

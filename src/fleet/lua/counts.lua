@@ -1,45 +1,53 @@
--- counts(prefix, width_ms, n, (hex, successes, failures) * n)
+-- counts: KEYS boot, seq, r_1 .. r_n (each tool's counts for this width);
+-- ARGV pub, channel, width_ms, n, (hex, successes, failures) * n.
 -- Adds each replica's new counts (sent once, never again) to the tool's time bucket by server
 -- time, and answers the fleet's window per tool: the current bucket and the 8 before it, as
--- the local window counts. Returns {boot, corrupt, (hex, successes, failures) * n}; a tool whose
+-- the local window counts. A tool's buckets are fields of one hash (`s<bucket>`, `f<bucket>`,
+-- bucket = server ms / width), older ones dropped as it is written; the hash expires 10 widths
+-- after its last write. Returns {boot, corrupt, (hex, successes, failures) * n}; a tool whose
 -- window sums past the bound of every stored integer is answered ('-', '-').
-local width, n = int(ARGV[2], MAXMS), int(ARGV[3], 10000)
-if width == nil or width == 0 or n == nil then return redis.error_reply('ERR tool-health: bad arguments') end
+local width, n = int(ARGV[3], MAXMS), int(ARGV[4], 10000)
+if width == nil or width == 0 or n == nil or #KEYS ~= n + 2 then
+  return redis.error_reply('ERR tool-health: bad arguments')
+end
 local now = now_ms()
 local bt = boot()
 local cur = math.floor(now / width)
 local out = { bt, '0' }
-for i = 0, n - 1 do
-  local hex, ds, df = ARGV[4 + 3 * i], int(ARGV[5 + 3 * i], MAXN), int(ARGV[6 + 3 * i], MAXN)
+for i = 1, n do
+  local k = KEYS[2 + i]
+  local hex, ds, df = ARGV[2 + 3 * i], int(ARGV[3 + 3 * i], MAXN), int(ARGV[4 + 3 * i], MAXN)
   if not is_hex(hex) or ds == nil or df == nil then return redis.error_reply('ERR tool-health: bad arguments') end
-  local base = P .. 'r:' .. hex .. ':' .. S(width) .. ':'
-  if ds > 0 or df > 0 then
-    local k = base .. S(cur)
-    local t = ktype(k)
-    local ok = t == 'none'
-    if t == 'hash' then
-      local v = redis.call('HMGET', k, 's', 'f')
-      ok = redis.call('HLEN', k) <= 2 and (v[1] == false or int(v[1], MAXN) ~= nil)
-        and (v[2] == false or int(v[2], MAXN) ~= nil)
-    end
-    if not ok then redis.call('DEL', k) corrupt = corrupt + 1 end
-    if ds > 0 then redis.call('HINCRBY', k, 's', ds) end
-    if df > 0 then redis.call('HINCRBY', k, 'f', df) end
-    redis.call('PEXPIRE', k, width * 10)
+  local t = ktype(k)
+  if t ~= 'none' and (t ~= 'hash' or redis.call('HLEN', k) > 64) then
+    redis.call('DEL', k) corrupt = corrupt + 1 t = 'none'
   end
   local ts, tf = 0, 0
-  for b = cur - 8, cur do
-    local kb = base .. S(b)
-    local t = ktype(kb)
-    if t == 'hash' then
-      local v = redis.call('HMGET', kb, 's', 'f')
-      local a, c = 0, 0
-      if v[1] then a = int(v[1], MAXN) end
-      if v[2] then c = int(v[2], MAXN) end
-      if a == nil or c == nil then corrupt = corrupt + 1 else ts = ts + a tf = tf + c end
-    elseif t ~= 'none' then
-      corrupt = corrupt + 1
+  if t == 'hash' then
+    local all = redis.call('HGETALL', k)
+    for j = 1, #all, 2 do
+      local f, v = all[j], all[j + 1]
+      local kind, b = string.sub(f, 1, 1), int(string.sub(f, 2), MAXN)
+      local c = int(v, MAXN)
+      if (kind ~= 's' and kind ~= 'f') or b == nil or c == nil or b > cur + 8 then
+        -- No field a replica writes (buckets come from the servers' clocks: after a failover
+        -- the new primary's may be a little behind, never a window ahead).
+        redis.call('HDEL', k, f) corrupt = corrupt + 1
+      elseif b < cur - 8 then
+        redis.call('HDEL', k, f)
+      elseif b > cur then
+        -- A bucket of a clock a little ahead: counted when this one gets there.
+      elseif kind == 's' then
+        ts = ts + c
+      else
+        tf = tf + c
+      end
     end
+  end
+  if ds > 0 or df > 0 then
+    if ds > 0 then redis.call('HINCRBY', k, 's' .. S(cur), ds) ts = ts + ds end
+    if df > 0 then redis.call('HINCRBY', k, 'f' .. S(cur), df) tf = tf + df end
+    redis.call('PEXPIRE', k, width * 10)
   end
   out[#out + 1] = hex
   -- Buckets each in range whose sum is not: this tool's window cannot be trusted ('-', which

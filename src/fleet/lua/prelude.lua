@@ -1,11 +1,17 @@
 -- tool-health fleet protocol, format 1: helpers every script starts with.
 --
--- Keys are derived from ARGV[1], the fleet's key prefix (so a script touches keys it was not
--- given in KEYS: fine on a standalone server or a primary with replicas, not on Redis Cluster).
+-- Every key a script touches is named by the caller (KEYS), and they all lie in one shard
+-- (one cluster slot: keys.rs): KEYS[1] is the shard's boot id, KEYS[2] its change counter,
+-- the others are listed in each script's header. ARGV[1] is the command events go out with
+-- (PUBLISH, or SPUBLISH on a cluster: sharded pub/sub) and ARGV[2] the shard's channel.
 -- Every value read is validated here; a value that fails validation is never acted upon: it is
 -- reported back ('corrupt' / 'future') and, where the script must write that key, replaced.
 -- Every number goes back to the client as a decimal string.
-local P = ARGV[1] .. ':v1:'
+local PUB, CHANNEL = ARGV[1], ARGV[2]
+if (PUB ~= 'PUBLISH' and PUB ~= 'SPUBLISH') or type(CHANNEL) ~= 'string' or #KEYS < 2 then
+  return redis.error_reply('ERR tool-health: bad arguments')
+end
+local BOOT, SEQ = KEYS[1], KEYS[2]
 local MAXMS = 1099511627775          -- 2^40 - 1 ms: "never"
 local MAXN = 4503599627370496        -- 2^52: bound of every stored integer
 local LEASE_SLACK = 86400000         -- a lease may outlast our own bound by a day (other configs)
@@ -35,23 +41,39 @@ local function is_hex(v)
 end
 local function ktype(k) return redis.call('TYPE', k)['ok'] end
 local corrupt = 0
--- The store's boot id: the server time it was first used at. A replica that sees it change
--- knows the store lost its data (restarted empty, flushed, failed over without it).
+-- The shard's boot id: the server time it was first used at. A replica that sees it change
+-- knows the shard lost its data (restarted empty, flushed, failed over without it).
 local function boot()
-  local k = P .. 'boot'
-  local t = ktype(k)
+  local t = ktype(BOOT)
   if t == 'string' then
-    local b = redis.call('GET', k)
+    local b = redis.call('GET', BOOT)
     if int(b, MAXN) then return b end
   end
-  if t ~= 'none' then redis.call('DEL', k) corrupt = corrupt + 1 end
+  if t ~= 'none' then redis.call('DEL', BOOT) corrupt = corrupt + 1 end
   local b = S(now_ms())
-  redis.call('SET', k, b)
+  redis.call('SET', BOOT, b)
   return b
 end
--- One tool's shared state: nil (none), 'corrupt', 'future', or a table.
-local function read_state(hex)
-  local k = P .. 't:' .. hex
+-- The shard's change counter ('0' when none): every change a poll would read goes out as an
+-- event, and every event moves the counter on — a poll that finds it where it was has nothing
+-- to read. A counter that is no number starts again from the server's clock in µs (above any
+-- value it had before), never from a number a replica may have seen.
+local function seq()
+  local t = ktype(SEQ)
+  if t == 'none' then return '0' end
+  if t == 'string' then
+    local v = redis.call('GET', SEQ)
+    if int(v, MAXN) then return v end
+  end
+  redis.call('DEL', SEQ) corrupt = corrupt + 1
+  return '0'
+end
+local function bump()
+  if seq() == '0' then redis.call('SET', SEQ, S(now_ms() * 1000)) end
+  redis.call('INCR', SEQ)
+end
+-- One tool's shared state (key `t`): nil (none), 'corrupt', 'future', or a table.
+local function read_state(k)
   local t = ktype(k)
   if t == 'none' then return nil end
   if t ~= 'hash' or redis.call('HLEN', k) > 16 then return 'corrupt' end
@@ -79,33 +101,33 @@ local function state_fields(s, now)
   if s.cd >= MAXMS then remaining = MAXMS end
   return { 'ok', S(s.ep), s.st, S(math.min(remaining, MAXMS)), S(s.cd), s.by }
 end
-local function write_open(hex, ep, now, cd, by)
-  local k = P .. 't:' .. hex
-  redis.call('DEL', k)
+-- Opens episode `ep` in state key `tk`; ends the tool's failure streak (key `kk`, listed in
+-- `strk`) and lists the tool in `open`.
+local function write_open(tk, kk, strk, open, hex, ep, now, cd, by)
+  redis.call('DEL', tk)
   -- A new episode ends the tool's fleet-wide failure streak (see streak.lua).
-  redis.call('DEL', P .. 'k:' .. hex)
-  if ktype(P .. 'strk') == 'set' then redis.call('SREM', P .. 'strk', hex) end
-  redis.call('HSET', k, 'v', '1', 'ep', S(ep), 'st', 'o', 'ready', S(now + cd), 'cd', S(cd), 'by', by)
-  local ok = ktype(P .. 'open')
-  if ok ~= 'none' and ok ~= 'set' then redis.call('DEL', P .. 'open') corrupt = corrupt + 1 end
-  redis.call('SADD', P .. 'open', hex)
+  redis.call('DEL', kk)
+  if ktype(strk) == 'set' then redis.call('SREM', strk, hex) end
+  redis.call('HSET', tk, 'v', '1', 'ep', S(ep), 'st', 'o', 'ready', S(now + cd), 'cd', S(cd), 'by', by)
+  local ok = ktype(open)
+  if ok ~= 'none' and ok ~= 'set' then redis.call('DEL', open) corrupt = corrupt + 1 end
+  redis.call('SADD', open, hex)
 end
 -- The tool's state if episode `ep` is its open one; otherwise nil and the 'stale' answer of
 -- claim and settle: {'stale', <state fields>..., boot, corrupt}.
-local function open_episode(hex, ep, now, bt)
-  local s = read_state(hex)
+local function open_episode(tk, ep, now, bt)
+  local s = read_state(tk)
   if type(s) == 'table' and s.st == 'o' and s.ep == ep then return s, nil end
   local f = state_fields(s, now)
   return nil, { 'stale', f[1], f[2], f[3], f[4], f[5], f[6], bt, S(corrupt) }
 end
-local function lease_key(hex, ep) return P .. 'p:' .. hex .. ':' .. S(ep) end
--- Events: 'v1 <kind> <hex> <a> <b> <c> <d> <e> <by> <boot>'.
+-- Events: 'v1 <kind> <hex> <a> <b> <c> <d> <e> <by> <boot>', on the shard's channel.
 local function publish(kind, hex, a, b, c, d, e, by, bt)
-  redis.call('PUBLISH', P .. 'ev', table.concat({ 'v1', kind, hex, a, b, c, d, e, by, bt }, ' '))
+  redis.call(PUB, CHANNEL, table.concat({ 'v1', kind, hex, a, b, c, d, e, by, bt }, ' '))
+  bump()
 end
--- One tool's operator control: nil (none), 'corrupt', 'future', or a table.
-local function read_ctl(hex)
-  local k = P .. 'c:' .. hex
+-- One tool's operator control (key `c`): nil (none), 'corrupt', 'future', or a table.
+local function read_ctl(k)
   local t = ktype(k)
   if t == 'none' then return nil end
   if t ~= 'hash' or redis.call('HLEN', k) > 16 then return 'corrupt' end

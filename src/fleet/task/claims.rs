@@ -113,7 +113,7 @@ impl Task {
         let mut due = Vec::new();
         for (tool, ts) in &mut self.tools {
             let Some(e) = &mut ts.episode else { continue };
-            if e.claim == Claim::Alone && self.shared.is_connected() {
+            if e.claim == Claim::Alone && self.shards[ts.shard].connected {
                 e.claim = Claim::Pending; // the store is back: through the lease again
             }
             let Some(view) = self.registry.coordination().coordination_view(tool) else {
@@ -148,7 +148,7 @@ impl Task {
         }
         for (tool, hex, ep, what) in due {
             match what {
-                Due::Claim { lease } => self.claim(&tool, hex, ep, lease).await,
+                Due::Claim { lease } => self.claim(&tool, &hex, ep, lease).await,
                 Due::WindowOver { lease_end } => self.window_over(&tool, ep, lease_end),
                 Due::Renew => self.renew(&tool, ep).await,
             }
@@ -229,10 +229,11 @@ impl Task {
         let lead = self.settings.lead;
         let cover = self.probe_cover(&view).saturating_add(lead);
         let replica = self.shared.replica;
-        let Some(hex) = self.tools.get(tool).map(|t| t.hex.clone()) else {
+        let Some((shard, hex)) = self.tools.get(tool).map(|t| (t.shard, t.hex.clone())) else {
             return;
         };
         let sent = self.now();
+        let keys = self.keys(shard, &hex, &[Part::State, Part::Lease(ep)]);
         let args = vec![
             hex,
             ep.to_string(),
@@ -240,10 +241,10 @@ impl Task {
             "extend".to_owned(),
             arg_ms(cover).to_string(),
         ];
-        let reply = match self.store.call(&self.store.scripts.lease, args).await {
+        let reply = match self.store.call(shard, Which::Lease, keys, args).await {
             Ok(f) => f,
             Err(e) => {
-                self.store_failed(&e);
+                self.store_failed(shard, &e);
                 self.go_alone(tool);
                 return;
             }
@@ -253,7 +254,7 @@ impl Task {
             self.go_alone(tool);
             return;
         };
-        self.note(r.boot, r.corrupt);
+        self.note(shard, r.boot, r.corrupt);
         tracing::debug!(
             target: LOG_TARGET,
             replica = %replica,
@@ -302,7 +303,7 @@ impl Task {
         let Some(ts) = self.tools.get_mut(tool) else {
             return;
         };
-        let hex = ts.hex.clone();
+        let (shard, hex) = (ts.shard, ts.hex.clone());
         let Some(e) = ts.episode.as_mut() else {
             return;
         };
@@ -322,6 +323,7 @@ impl Task {
         e.ready_at = now;
         e.tripped_here = true;
         let replica = self.shared.replica;
+        let keys = self.keys(shard, &hex, &[Part::State, Part::Lease(ep)]);
         let args = vec![
             hex,
             ep.to_string(),
@@ -329,10 +331,10 @@ impl Task {
             "release".to_owned(),
             "0".to_owned(),
         ];
-        let reply = match self.store.call(&self.store.scripts.lease, args).await {
+        let reply = match self.store.call(shard, Which::Lease, keys, args).await {
             Ok(f) => f,
             Err(e) => {
-                self.store_failed(&e);
+                self.store_failed(shard, &e);
                 self.go_alone(tool);
                 return;
             }
@@ -342,7 +344,7 @@ impl Task {
             self.go_alone(tool);
             return;
         };
-        self.note(r.boot, r.corrupt);
+        self.note(shard, r.boot, r.corrupt);
         tracing::debug!(
             target: LOG_TARGET,
             replica = %replica,
@@ -357,17 +359,19 @@ impl Task {
         self.claims().await;
     }
 
-    pub(super) async fn claim(&mut self, tool: &str, hex: String, ep: u64, lease: Duration) {
+    pub(super) async fn claim(&mut self, tool: &str, hex: &str, ep: u64, lease: Duration) {
         let replica = self.shared.replica;
+        let shard = self.store.keys.shard_of(tool);
         // The lease ends no sooner than its ttl from now: the server counted it after this.
         let sent = self.now();
+        let keys = self.keys(shard, hex, &[Part::State, Part::Lease(ep)]);
         let args = vec![
-            hex,
+            hex.to_owned(),
             ep.to_string(),
             replica.to_string(),
             arg_ms(lease).to_string(),
         ];
-        let reply = self.store.call(&self.store.scripts.claim, args).await;
+        let reply = self.store.call(shard, Which::Claim, keys, args).await;
         let parsed = match &reply {
             Ok(f) => wire::claim_reply(f, replica),
             Err(_) => None,
@@ -384,7 +388,7 @@ impl Task {
         );
         match (reply, parsed) {
             (Err(e), _) => {
-                self.store_failed(&e);
+                self.store_failed(shard, &e);
                 self.go_alone(tool);
             }
             (Ok(_), None) => {
@@ -392,7 +396,7 @@ impl Task {
                 self.go_alone(tool);
             }
             (Ok(_), Some(r)) => {
-                self.note(r.boot, r.corrupt);
+                self.note(shard, r.boot, r.corrupt);
                 match r.value {
                     ClaimReply::Won { ttl } => {
                         if let Some(e) = self.episode_mut(tool, ep) {

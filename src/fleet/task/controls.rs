@@ -43,18 +43,24 @@ impl Task {
         if matches!(change, ControlChange::Reset) {
             ts.episode = None;
         }
+        let (shard, hex) = (ts.shard, ts.hex.clone());
         let args = vec![
-            ts.hex.clone(),
+            hex.clone(),
             mode.to_owned(),
             for_ms.to_string(),
             shadow.to_owned(),
             reset.to_owned(),
             replica.to_string(),
         ];
-        let reply = match self.store.call(&self.store.scripts.control, args).await {
+        let keys = self.keys(
+            shard,
+            &hex,
+            &[Part::State, Part::Control, Part::Controls, Part::Open],
+        );
+        let reply = match self.store.call(shard, Which::Control, keys, args).await {
             Ok(f) => f,
             Err(e) => {
-                self.store_failed(&e);
+                self.store_failed(shard, &e);
                 return Err(e.to_fleet());
             }
         };
@@ -62,7 +68,7 @@ impl Task {
             self.reject(Rejected::Reply, 1);
             return Err(FleetError::Rejected);
         };
-        self.note(r.boot, r.corrupt);
+        self.note(shard, r.boot, r.corrupt);
         if let Some(ts) = self.tools.get_mut(tool) {
             // What this replica set is what the fleet set: its own echo changes nothing, and a
             // later release elsewhere releases it here too.

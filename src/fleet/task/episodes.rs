@@ -52,18 +52,30 @@ impl Task {
         if ts.future {
             return true;
         }
+        let (shard, hex) = (ts.shard, ts.hex.clone());
         let args = vec![
-            ts.hex.clone(),
+            hex.clone(),
             ts.known_ep.to_string(),
             arg_ms(cooldown).to_string(),
             replica.to_string(),
             quorum.to_string(),
             arg_ms(window).to_string(),
         ];
-        let reply = match self.store.call(&self.store.scripts.trip, args).await {
+        let keys = self.keys(
+            shard,
+            &hex,
+            &[
+                Part::State,
+                Part::Streak,
+                Part::Streaks,
+                Part::Open,
+                Part::Quorum,
+            ],
+        );
+        let reply = match self.store.call(shard, Which::Trip, keys, args).await {
             Ok(f) => f,
             Err(e) => {
-                self.store_failed(&e);
+                self.store_failed(shard, &e);
                 return false;
             }
         };
@@ -71,7 +83,7 @@ impl Task {
             self.reject(Rejected::Reply, 1);
             return false;
         };
-        self.note(r.boot, r.corrupt);
+        self.note(shard, r.boot, r.corrupt);
         match r.value {
             TripReply::Open { ep, remaining, .. } => {
                 self.adopt(tool, ep, remaining, tripped_here);
@@ -158,8 +170,9 @@ impl Task {
             }
             return;
         };
+        let (shard, hex) = (ts.shard, ts.hex.clone());
         let args = vec![
-            ts.hex.clone(),
+            hex.clone(),
             e.ep.to_string(),
             if closed { "c" } else { "o" }.to_owned(),
             arg_ms(cooldown).to_string(),
@@ -168,10 +181,21 @@ impl Task {
         if closed {
             ts.episode = None;
         }
-        let reply = match self.store.call(&self.store.scripts.settle, args).await {
+        let keys = self.keys(
+            shard,
+            &hex,
+            &[
+                Part::State,
+                Part::Lease(e.ep),
+                Part::Streak,
+                Part::Streaks,
+                Part::Open,
+            ],
+        );
+        let reply = match self.store.call(shard, Which::Settle, keys, args).await {
             Ok(f) => f,
             Err(err) => {
-                self.store_failed(&err);
+                self.store_failed(shard, &err);
                 return;
             }
         };
@@ -179,7 +203,7 @@ impl Task {
             self.reject(Rejected::Reply, 1);
             return;
         };
-        self.note(r.boot, r.corrupt);
+        self.note(shard, r.boot, r.corrupt);
         match r.value {
             SettleReply::Closed { ep } => {
                 if let Some(ts) = self.tools.get_mut(tool) {
@@ -199,18 +223,22 @@ impl Task {
         }
     }
 
-    pub(super) async fn on_message(&mut self, m: &fred::types::Message) {
-        if &*m.channel != self.store.channel() {
+    pub(super) async fn on_message(&mut self, shard: usize, m: &fred::types::Message) {
+        if self.store.keys.shard_of_channel(&m.channel) != Some(shard) {
             return;
         }
         let Some(event) = m.value.as_bytes().and_then(wire::event) else {
             self.reject(Rejected::Message, 1);
             return;
         };
-        if self.boot != Some(event.boot) {
-            // Not the store this replica last read (or none yet): read it before anything.
-            let _ = self.round().await;
-            if self.boot != Some(event.boot) {
+        if self.store.keys.shard_of(&event.tool) != shard {
+            self.reject(Rejected::Message, 1);
+            return;
+        }
+        if self.shards[shard].boot != Some(event.boot) {
+            // Not the shard this replica last read (or none yet): read it before anything.
+            let _ = self.round(true).await;
+            if self.shards[shard].boot != Some(event.boot) {
                 return;
             }
         }

@@ -19,6 +19,15 @@
 //! | `streak.rs` | the fleet-wide failure streak: failures reported as they happen |
 //! | `counts.rs` | this replica's counts into the fleet's failure-rate windows |
 //! | `controls.rs` | operator controls, fleet-wide |
+//! | `shards.rs` | the store's shards: their keys, routes and what their connections report |
+//!
+//! # Shards
+//!
+//! The store is one shard on a single server and several on a cluster (`keys.rs`); each tool
+//! lives in one. Each shard has its own connections, boot id, change counter, subscription and
+//! connection state (`ShardSync`): a shard that does not answer leaves its tools to break
+//! locally while the others coordinate. A poll reads a shard's change counter (one cheap
+//! script), and reads its tools only when the counter moved since its last complete read.
 //!
 //! # Per tool
 //!
@@ -56,7 +65,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::breaker::{BreakerState, Transition, TransitionReason};
 use crate::policy::TripPolicy;
@@ -64,7 +73,8 @@ use crate::registry::coordination::{CoordinationView, ProbeHold};
 use crate::registry::{HealthObserver, ToolHealthRegistry};
 
 use super::config::{FleetBuilder, RateScope};
-use super::store::{Store, StoreError};
+use super::scripts::Which;
+use super::store::{ConnEvent, ShardEvent, Store, StoreError};
 use super::wire::{
     self, arg_ms, encode_tool, Boot, ClaimReply, ControlField, LeaseReply, Rejected, ReplicaId,
     SettleReply, SharedControl, SharedMode, SharedState, StreakReply, TripReply,
@@ -77,11 +87,13 @@ mod controls;
 mod counts;
 mod episodes;
 mod rounds;
+mod shards;
 mod streak;
 
 use claims::Claim;
 pub(super) use connection::{Shared, APPLIED_ACTIONS};
 use connection::{CLOSE, CONTROL, HOLD, OPEN};
+use shards::{Part, ShardSync};
 use streak::{OpenStreak, PendingTools};
 
 /// Local transitions waiting for the task; past this many, the task resyncs instead.
@@ -171,6 +183,8 @@ struct Episode {
 #[derive(Debug, Clone, Default)]
 struct ToolSync {
     hex: String,
+    /// The store's shard the tool lives in.
+    shard: usize,
     known_ep: u64,
     episode: Option<Episode>,
     /// The entry's incarnation and its raw (success, failure) counts up to the last round:
@@ -225,26 +239,28 @@ struct Settings {
 struct Task {
     registry: Arc<ToolHealthRegistry>,
     store: Store,
+    /// What the shards' connections report.
+    events: mpsc::Receiver<ShardEvent>,
+    /// Per shard of the store.
+    shards: Vec<ShardSync>,
+    /// The next shard a periodic round reads whether or not it has news (one per round).
+    sweep: usize,
     shared: Arc<Shared>,
     settings: Settings,
     local: mpsc::Receiver<LocalEvent>,
     overflow: Arc<AtomicBool>,
     wake: Arc<Notify>,
     commands: mpsc::Receiver<Command>,
-    tools: HashMap<String, ToolSync>,
-    boot: Option<Boot>,
-    /// Every locally open breaker must be re-published (after a store outage, a store that
-    /// lost its data, or lost local events).
-    resync: bool,
+    /// Every tool the task has seen (a round visits each: a fast hash).
+    tools: HashMap<String, ToolSync, foldhash::fast::RandomState>,
     /// Kinds of problems already logged (each once).
     warned: BTreeSet<&'static str>,
     /// Local transitions were lost since the last resync (the queue overflowed).
     lost_events: bool,
-    /// The subscription to the events channel is confirmed on the subscriber's current
-    /// connection.
-    subscribed: bool,
     /// The replica was connected at least once.
     ever_connected: bool,
+    /// The store is not of the URL's kind: said once, and the replica breaks locally.
+    layout_error: Option<String>,
     /// Tools with news for the fleet-wide streak (the registry's outcome listener).
     outcomes: Arc<PendingTools>,
     /// The names behind the keys of `outcomes`.
@@ -256,6 +272,7 @@ pub(super) fn spawn(
     builder: FleetBuilder,
     registry: Arc<ToolHealthRegistry>,
     store: Store,
+    events: mpsc::Receiver<ShardEvent>,
 ) -> (
     Arc<Shared>,
     mpsc::Sender<Command>,
@@ -266,6 +283,7 @@ pub(super) fn spawn(
         started: Instant::now(),
         connected: AtomicBool::new(false),
         auth_failed: AtomicBool::new(false),
+        layout_failed: AtomicBool::new(false),
         last_sync_ms: AtomicU64::new(u64::MAX),
         last_error: Mutex::new(None),
         rejected: Default::default(),
@@ -310,16 +328,19 @@ pub(super) fn spawn(
     // Counts made before this replica joined are not the fleet's: they are the baseline the
     // first counts sent (and the first streak report) are taken from. A tool created later
     // counts from zero.
-    let mut tools = HashMap::new();
+    let mut tools = HashMap::default();
+    let mut names = HashMap::new();
     registry
         .coordination()
         .for_each_coordination_view(|name, v| {
             if let Some(hex) = encode_tool(name) {
+                names.insert(outcomes.key(name), name.to_owned());
                 let base = Some((v.incarnation, v.success, v.failure));
                 tools.insert(
                     name.to_owned(),
                     ToolSync {
                         hex,
+                        shard: store.keys.shard_of(name),
                         sent: base.filter(|_| settings.rate_scope != RateScope::Local),
                         streak_sent: base,
                         ..ToolSync::default()
@@ -329,7 +350,18 @@ pub(super) fn spawn(
         });
     let task = Task {
         registry,
+        // Breakers open before the fleet started are published at the first exchange.
+        shards: (0..store.keys.shards())
+            .map(|_| ShardSync {
+                resync: true,
+                ..ShardSync::default()
+            })
+            .collect(),
+        // Each replica starts its sweep at its own shard: replicas started together do not
+        // all read the same shard in the same second.
+        sweep: (shared.replica.0 % store.keys.shards() as u64) as usize,
         store,
+        events,
         shared: Arc::clone(&shared),
         settings,
         local: local_rx,
@@ -337,46 +369,31 @@ pub(super) fn spawn(
         wake,
         commands: cmd_rx,
         tools,
-        boot: None,
-        resync: true,
         warned: BTreeSet::new(),
         lost_events: false,
-        subscribed: false,
         ever_connected: false,
+        layout_error: None,
         outcomes,
-        names: HashMap::new(),
+        names,
     };
     let handle = tokio::spawn(task.run());
     (shared, cmd_tx, handle)
 }
 
-/// A receiver that may have closed: a closed one is never ready again (no busy loop).
-async fn recv_or_pending<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> Result<T, bool> {
-    match rx {
-        Some(r) => match r.recv().await {
-            Ok(v) => Ok(v),
-            Err(broadcast::error::RecvError::Lagged(_)) => Err(true),
-            Err(broadcast::error::RecvError::Closed) => {
-                *rx = None;
-                Err(false)
-            }
-        },
-        None => std::future::pending().await,
-    }
-}
-
 impl Task {
     async fn run(mut self) {
-        // Listening before connecting: the first connection is an event too.
-        let mut connections = Some(self.store.connections());
-        let mut errors = Some(self.store.errors());
-        let mut sub_connections = Some(self.store.subscriber_connections());
-        let mut sub_errors = Some(self.store.subscriber_errors());
-        self.store.connect();
-        let mut messages = Some(self.store.messages());
+        if let Err(e) = self.store.connect() {
+            self.shared.set_error(Some(e.to_string()));
+        }
         // The first round comes with the first connection; only a store that has not answered
-        // within the grace is tried (and reported) before.
-        let mut next_round = tokio::time::Instant::now() + self.settings.connect_grace;
+        // within the grace is tried (and reported) before. A cluster's routes are asked for at
+        // once (its shards have no connection before).
+        let mut next_round = tokio::time::Instant::now()
+            + if self.store.is_cluster() {
+                Duration::ZERO
+            } else {
+                self.settings.connect_grace
+            };
         loop {
             let wake_at = self.next_claim_instant().min(next_round);
             tokio::select! {
@@ -389,7 +406,7 @@ impl Task {
                         return;
                     }
                     Some(Command::Sync(reply)) => {
-                        let r = self.round().await;
+                        let r = self.round(true).await;
                         next_round = tokio::time::Instant::now() + self.until_next_round();
                         let _ = reply.send(r);
                     }
@@ -406,56 +423,23 @@ impl Task {
                 _ = self.wake.notified() => {
                     if self.overflow.swap(false, Ordering::Relaxed) {
                         // Local transitions were lost: resync now, not at the next poll.
-                        self.resync = true;
+                        self.resync_all();
                         self.lost_events = true;
-                        let _ = self.round().await;
+                        let _ = self.round(true).await;
                         next_round = tokio::time::Instant::now() + self.until_next_round();
                     }
                     self.streaks().await;
                 }
-                msg = recv_or_pending(&mut messages) => match msg {
-                    Ok(m) => self.on_message(&m).await,
-                    Err(true) => self.resync = true, // lagged: messages were lost
-                    Err(false) => {}
-                },
-                conn = recv_or_pending(&mut connections) => {
-                    // Connected (again): a round now rather than at the next retry or poll —
-                    // the first sync, or the resync after an outage, without waiting. A replica
-                    // that reads as connected already (its subscriber's connection came first)
-                    // only reads the store: a restart it did not notice shows in the boot id.
-                    if conn.is_ok() || conn == Err(true) {
-                        if self.shared.is_connected() && !self.resync {
-                            self.resubscribe().await;
-                        } else {
-                            let _ = self.round().await;
+                ev = self.events.recv() => {
+                    if let Some(ev) = ev {
+                        if self.on_shard_event(ev).await {
+                            next_round = tokio::time::Instant::now() + self.until_next_round();
                         }
-                        next_round = tokio::time::Instant::now() + self.until_next_round();
-                    }
-                }
-                err = recv_or_pending(&mut errors) => {
-                    if let Ok((e, _)) = err {
-                        let (auth, text) = self.store.describe(&e);
-                        self.disconnected(text, auth);
-                    }
-                }
-                conn = recv_or_pending(&mut sub_connections) => {
-                    // The subscriber (re)connected: its subscription went with the old
-                    // connection. Subscribed again and the store read, now.
-                    if conn.is_ok() || conn == Err(true) {
-                        self.subscribed = false;
-                        self.resubscribe().await;
-                        next_round = tokio::time::Instant::now() + self.until_next_round();
-                    }
-                }
-                err = recv_or_pending(&mut sub_errors) => {
-                    if let Ok((e, _)) = err {
-                        let (_, text) = self.store.describe(&e);
-                        self.unsubscribed(format!("the events channel: {text}"));
                     }
                 }
                 _ = tokio::time::sleep_until(wake_at) => {
                     if tokio::time::Instant::now() >= next_round {
-                        let _ = self.round().await;
+                        let _ = self.round(false).await;
                         next_round = tokio::time::Instant::now() + self.until_next_round();
                     } else {
                         self.claims().await;
@@ -470,7 +454,7 @@ impl Task {
     /// the poll interval) so that a store that comes back — or answers for the first time — is
     /// resynced at once rather than a poll interval later.
     fn until_next_round(&self) -> Duration {
-        if self.shared.is_connected() {
+        if self.shards.iter().all(|s| s.connected) {
             self.settings.poll_interval
         } else {
             self.settings.poll_interval.min(RETRY_WHILE_DISCONNECTED)
@@ -498,10 +482,12 @@ impl Task {
     fn tool(&mut self, tool: &str) -> Option<&mut ToolSync> {
         if !self.tools.contains_key(tool) {
             let hex = encode_tool(tool)?;
+            self.names.insert(self.outcomes.key(tool), tool.to_owned());
             self.tools.insert(
                 tool.to_owned(),
                 ToolSync {
                     hex,
+                    shard: self.store.keys.shard_of(tool),
                     ..ToolSync::default()
                 },
             );
@@ -538,26 +524,38 @@ impl Task {
         });
     }
 
-    /// A reply's boot id and corrupt count: a new boot means the store lost its data (or this
-    /// is the first answer): every episode number is forgotten and open breakers re-published.
-    fn note(&mut self, boot: Boot, corrupt: u64) {
+    /// A reply's boot id and corrupt count, from shard `shard`: a new boot means the shard
+    /// lost its data (or this is its first answer): every episode number of its tools is
+    /// forgotten and their open breakers re-published.
+    fn note(&mut self, shard: usize, boot: Boot, corrupt: u64) {
         self.reject(Rejected::Stored, corrupt);
-        if self.boot == Some(boot) {
+        let s = &mut self.shards[shard];
+        if s.boot == Some(boot) {
             return;
         }
-        if self.boot.is_some() {
+        if s.boot.is_some() {
             tracing::info!(
                 target: LOG_TARGET,
+                shard,
+                node = self.store.node(shard),
                 "fleet: the store lost its data (restarted empty, flushed or failed over); \
                  re-publishing the open breakers"
             );
         }
-        self.boot = Some(boot);
-        self.resync = true;
-        for ts in self.tools.values_mut() {
+        s.boot = Some(boot);
+        s.resync = true;
+        s.read = None;
+        for ts in self.tools.values_mut().filter(|t| t.shard == shard) {
             ts.known_ep = 0;
             ts.ctl_ver = 0;
             ts.resets = None;
+        }
+    }
+
+    /// Every shard re-reads the store and re-publishes the breakers open here.
+    fn resync_all(&mut self) {
+        for s in &mut self.shards {
+            s.resync = true;
         }
     }
 }

@@ -145,16 +145,15 @@ impl Task {
                 .for_each_coordination_view(|name, _| tools.push(name.to_owned()));
         } else {
             if keys.iter().any(|k| !self.names.contains_key(k)) {
-                // A tool this task has not named yet: learn the registry's names.
+                // A tool this task has not named yet (created since the last round): learn the
+                // registry's names (a name is allocated for the new ones only).
                 let outcomes = Arc::clone(&self.outcomes);
                 let names = &mut self.names;
-                self.registry
-                    .coordination()
-                    .for_each_coordination_view(|name, _| {
-                        names
-                            .entry(outcomes.key(name))
-                            .or_insert_with(|| name.to_owned());
-                    });
+                self.registry.coordination().for_each_count(|name, _| {
+                    names
+                        .entry(outcomes.key(name))
+                        .or_insert_with(|| name.to_owned());
+                });
             }
             tools.extend(keys.iter().filter_map(|k| self.names.get(k).cloned()));
         }
@@ -169,9 +168,13 @@ impl Task {
         let Some(view) = self.registry.coordination().coordination_view(tool) else {
             return;
         };
-        let connected = self.shared.is_connected();
         let replica = self.shared.replica;
         let Some(ts) = self.tool(tool) else { return };
+        let (shard, hex) = (ts.shard, ts.hex.clone());
+        let connected = self.shards[shard].connected;
+        let Some(ts) = self.tools.get_mut(tool) else {
+            return;
+        };
         let (s0, f0) = ts.streak_base(&view);
         ts.streak_sent = Some((view.incarnation, view.success, view.failure));
         let eligible = connected
@@ -199,17 +202,22 @@ impl Task {
             return; // nothing the fleet's streak needs
         }
         let args = vec![
-            ts.hex.clone(),
+            hex.clone(),
             if reset { "1" } else { "0" }.to_owned(),
             add.to_string(),
             view.threshold.to_string(),
             arg_ms(view.recovery).to_string(),
             replica.to_string(),
         ];
-        let reply = match self.store.call(&self.store.scripts.streak, args).await {
+        let keys = self.keys(
+            shard,
+            &hex,
+            &[Part::State, Part::Streak, Part::Streaks, Part::Open],
+        );
+        let reply = match self.store.call(shard, Which::Streak, keys, args).await {
             Ok(f) => f,
             Err(e) => {
-                self.store_failed(&e);
+                self.store_failed(shard, &e);
                 return;
             }
         };
@@ -217,7 +225,7 @@ impl Task {
             self.reject(Rejected::Reply, 1);
             return;
         };
-        self.note(r.boot, r.corrupt);
+        self.note(shard, r.boot, r.corrupt);
         tracing::trace!(
             target: LOG_TARGET,
             replica = %replica,
@@ -229,7 +237,19 @@ impl Task {
         );
         match r.value {
             StreakReply::Streak { threshold, .. } => self.streak_open(tool, threshold),
-            StreakReply::None | StreakReply::Open => self.streak_over(tool),
+            StreakReply::None => self.streak_over(tool),
+            StreakReply::Open { ep, remaining } => {
+                // Open fleet-wide: an episode this replica had not heard of (its event was
+                // lost) is adopted now, at the first failure it cost here.
+                self.streak_over(tool);
+                let state = SharedState::Open {
+                    ep,
+                    remaining,
+                    cooldown: remaining,
+                    by: ReplicaId(0),
+                };
+                self.apply_state(tool, state, Source::Read).await;
+            }
             StreakReply::Tripped { ep, cooldown } => {
                 tracing::debug!(
                     target: LOG_TARGET,
@@ -299,9 +319,11 @@ impl Task {
         }
     }
 
-    /// The open streaks a poll listed (all of them when `complete`): the others are over.
+    /// The open streaks a poll of shard `shard` listed (all of its own when `complete`): its
+    /// others are over.
     pub(super) async fn polled_streaks(
         &mut self,
+        shard: usize,
         streaks: Vec<(String, u64, u64)>,
         complete: bool,
     ) {
@@ -314,7 +336,9 @@ impl Task {
             let over: Vec<String> = self
                 .tools
                 .iter()
-                .filter(|(name, t)| t.streak.is_some() && !listed.contains(name.as_str()))
+                .filter(|(name, t)| {
+                    t.shard == shard && t.streak.is_some() && !listed.contains(name.as_str())
+                })
                 .map(|(name, _)| name.clone())
                 .collect();
             for tool in over {

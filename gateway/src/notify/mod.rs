@@ -19,6 +19,9 @@
 //! sends per host: told at least once after the last change, never flooded; each list that
 //! changed once). A host whose connection is gone is dropped from the list.
 
+mod logging;
+pub(crate) mod subscriptions;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -33,7 +36,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most hosts kept (sessions and subscriptions together); the oldest go first.
 const MAX_HOSTS: usize = 10_000;
 
-pub(super) enum Sink {
+enum Sink {
     Session(Peer<RoleServer>),
     Listen(SubscriptionSink),
 }
@@ -67,8 +70,8 @@ impl Lists {
 
 /// One host: where to send, which lists it hears of, what is left to send it, its logging
 /// level.
-pub(super) struct Host {
-    pub(super) sink: Sink,
+struct Host {
+    sink: Sink,
     /// The lists this host is told of (what its capabilities or its subscription said).
     hears: Lists,
     /// The lists changed and not yet sent to it.
@@ -76,14 +79,14 @@ pub(super) struct Host {
     /// A send to it is under way.
     sending: AtomicBool,
     /// The level it asked for with `logging/setLevel` (`logging.rs`; 0: none asked).
-    pub(super) level: AtomicU8,
+    level: AtomicU8,
     /// Log messages being sent to it (`logging.rs`: past a bound, messages are dropped).
-    pub(super) logs_in_flight: AtomicU64,
+    logs_in_flight: AtomicU64,
 }
 
 /// The connected hosts, told when their lists change.
 pub(crate) struct Hosts {
-    pub(super) sinks: Mutex<Vec<(u64, Arc<Host>)>>,
+    sinks: Mutex<Vec<(u64, Arc<Host>)>>,
     next_id: AtomicU64,
     /// The lists changed since the notifier last woke.
     wanted: AtomicU8,
@@ -91,7 +94,7 @@ pub(crate) struct Hosts {
     /// Rounds of notifications sent (for tests and `/v1/servers`).
     rounds: AtomicU64,
     /// Who is subscribed to which resource (`subscriptions.rs`).
-    pub(crate) subscriptions: super::subscriptions::Subscriptions,
+    pub(crate) subscriptions: subscriptions::Subscriptions,
 }
 
 impl std::fmt::Debug for Hosts {
@@ -112,7 +115,7 @@ impl Hosts {
             wanted: AtomicU8::new(0),
             wake: Notify::new(),
             rounds: AtomicU64::new(0),
-            subscriptions: super::subscriptions::Subscriptions::default(),
+            subscriptions: subscriptions::Subscriptions::default(),
         })
     }
 
@@ -167,7 +170,7 @@ impl Hosts {
     }
 
     /// The host `id`, while it is connected.
-    pub(super) fn host(&self, id: u64) -> Option<Arc<Host>> {
+    fn host(&self, id: u64) -> Option<Arc<Host>> {
         self.sinks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

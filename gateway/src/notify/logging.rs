@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 
-use super::notify::{Hosts, Sink};
+use super::{Hosts, Sink};
 
 /// Log messages under way to one host at most: past it, messages to that host are dropped (a
 /// host that does not read its log costs its own log only).
@@ -95,7 +95,7 @@ impl Hosts {
             _ => server.to_owned(),
         });
         let at = rank(message.level);
-        let hosts: Vec<Arc<super::notify::Host>> = self
+        let hosts: Vec<Arc<super::Host>> = self
             .sinks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

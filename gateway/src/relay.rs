@@ -38,7 +38,7 @@ use rmcp::model::{ClientResult, ElicitRequestParams, ErrorCode, RequestId, Serve
 use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData as McpError, RoleClient, RoleServer};
 
-use super::notify::Hosts;
+use crate::notify::Hosts;
 
 /// One host request under way on a server.
 #[derive(Clone)]

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::notify::{Hosts, Sink};
+use super::{Hosts, Sink};
 
 /// The most resource subscriptions kept (all hosts together): past it a subscribe is refused.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 10_000;

@@ -228,10 +228,14 @@ impl Hosts {
                 if lists == 0 {
                     continue;
                 }
-                host.pending.fetch_or(lists, Ordering::AcqRel);
+                // Orderings: `SeqCst` here and where a send ends, a Dekker handshake — this
+                // sets `pending` then reads `sending`, the sender clears `sending` then reads
+                // `pending`: one of the two sees the other's write, so a change is never left
+                // unsent.
+                host.pending.fetch_or(lists, Ordering::SeqCst);
                 // Not sending → sending starts a send; one under way takes what is pending
                 // when it ends.
-                if !host.sending.swap(true, Ordering::AcqRel) {
+                if !host.sending.swap(true, Ordering::SeqCst) {
                     tokio::spawn(Arc::clone(&self).send(id, host));
                 }
             }
@@ -242,7 +246,7 @@ impl Hosts {
     /// Sends to one host until no change is left for it (see [`run`](Self::run)).
     async fn send(self: Arc<Self>, id: u64, host: Arc<Host>) {
         loop {
-            let lists = Lists(host.pending.swap(0, Ordering::AcqRel));
+            let lists = Lists(host.pending.swap(0, Ordering::SeqCst));
             for list in [Lists::TOOLS, Lists::RESOURCES, Lists::PROMPTS] {
                 if !lists.has(list) {
                     continue;

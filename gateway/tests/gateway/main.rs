@@ -19,6 +19,7 @@ mod config;
 mod feeds;
 mod fleet;
 mod flood;
+mod health_meta;
 mod lifecycle;
 mod model;
 mod operators;
@@ -85,8 +86,8 @@ fn main() {
             trial("passthrough::a_hosts_cancellation_reaches_the_server", passthrough::a_hosts_cancellation_reaches_the_server),
             trial("passthrough::log_messages_reach_each_host_at_its_level_with_the_server_named", passthrough::log_messages_reach_each_host_at_its_level_with_the_server_named),
             trial("passthrough::a_servers_request_goes_to_the_host_that_made_the_call", passthrough::a_servers_request_goes_to_the_host_that_made_the_call),
-            trial("passthrough::listed_tools_carry_their_health_in_meta", passthrough::listed_tools_carry_their_health_in_meta),
-            trial("passthrough::a_read_only_call_is_retried_once_on_the_new_connection", passthrough::a_read_only_call_is_retried_once_on_the_new_connection),
+            trial("health_meta::listed_tools_carry_their_health_in_meta", health_meta::listed_tools_carry_their_health_in_meta),
+            trial("health_meta::a_read_only_call_is_retried_once_on_the_new_connection", health_meta::a_read_only_call_is_retried_once_on_the_new_connection),
             trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
             trial("feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once", feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once),
             trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),

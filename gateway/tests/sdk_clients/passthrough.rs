@@ -89,6 +89,30 @@ fn names(tools: &Value) -> Vec<String> {
     names
 }
 
+/// server-everything's tools listed only to a client that offers roots, sampling or
+/// elicitation (form and URL). The gateway offers them to its servers whatever a host offers,
+/// so a host sees all 17 of its tools (2026.8.31), not the 13 of a client that offers nothing;
+/// its two task-based tools need `tasks`, which the gateway does not pass.
+const GATED: [&str; 4] = [
+    "get-roots-list",
+    "trigger-sampling-request",
+    "trigger-elicitation-request",
+    "trigger-url-elicitation",
+];
+
+/// The gateway's `ev__` tools, without the prefix: all 17 of server-everything's, the
+/// [`GATED`] ones among them.
+fn everythings_all(through: &Value, how: &str) {
+    let ev: Vec<String> = names(&through["tools"])
+        .into_iter()
+        .filter_map(|t| t.strip_prefix("ev__").map(str::to_owned))
+        .collect();
+    for t in GATED {
+        assert!(ev.iter().any(|e| e == t), "{how}: {t} listed: {ev:?}");
+    }
+    assert_eq!(ev.len(), 17, "{how}: server-everything's tools: {ev:?}");
+}
+
 /// Log messages as `(level, logger, data)`, the server's name taken off the logger, sorted;
 /// server-everything's simulated messages (a random level each) apart, counted.
 fn logs(v: &Value) -> (Vec<(String, String, String)>, usize) {
@@ -241,6 +265,7 @@ pub async fn typescript_host_sees_the_same_through_the_gateway() {
     let over_http = survey(&node, script, &["http", &gw.url("/mcp")], &env).await;
 
     for (how, through) in [("stdio", &over_stdio), ("http", &over_http)] {
+        everythings_all(through, how);
         assert_eq!(
             names(&direct["tools"]),
             names(&unnamed(through)["tools"]),
@@ -312,8 +337,16 @@ pub async fn python_host_on_2026_07_28_sees_the_same_through_the_gateway() {
         Some(1),
         "{direct}"
     );
-    // The gateway offers its servers what a host may answer, whatever this host offers
+    // This host offers nothing: directly, server-everything leaves its gated tools out. The
+    // gateway offers its servers what a host may answer, whatever this host offers
     // (docs/gateway.md): the tools that need it are listed besides the others.
+    let alone = names(&direct["tools"]);
+    assert_eq!(alone.len(), 13, "{alone:?}");
+    assert!(
+        GATED.iter().all(|t| !alone.iter().any(|a| a == t)),
+        "{alone:?}"
+    );
+    everythings_all(&through, "python");
     let listed = names(&g["tools"]);
     for t in names(&direct["tools"]) {
         assert!(listed.contains(&t), "{t} listed");

@@ -13,8 +13,7 @@
 
 use rmcp::model::{ClientRequest, ErrorData, ServerResult};
 use rmcp::service::ServiceError;
-use tracing::field::Empty;
-use tracing::{Instrument as _, Span};
+use tracing::Instrument as _;
 
 use crate::call::REFUSAL_MESSAGE;
 use crate::semconv;
@@ -52,7 +51,7 @@ impl ToolHealthClient {
                 )));
             }
         };
-        let span = request_span(&method, &self.server.name);
+        let span = span::request_span(&method, &self.server.name);
         span::describe(&span, &self.transport, &self.peer);
         let started = self.registry.now();
         let answer = self
@@ -105,25 +104,4 @@ impl ToolHealthClient {
 /// sent to the server.
 pub fn is_refusal_error(error: &ErrorData) -> bool {
     error.message.starts_with(REFUSAL_MESSAGE)
-}
-
-/// The client span of a request other than `tools/call` (the MCP conventions' fields).
-fn request_span(method: &str, server: &str) -> Span {
-    tracing::info_span!(
-        "mcp.request",
-        otel.name = %method,
-        otel.kind = "client",
-        mcp.method.name = %method,
-        mcp.server.name = %server,
-        jsonrpc.request.id = Empty,
-        mcp.protocol.version = Empty,
-        mcp.session.id = Empty,
-        network.transport = Empty,
-        network.protocol.name = Empty,
-        server.address = Empty,
-        server.port = Empty,
-        error.type = Empty,
-        rpc.response.status_code = Empty,
-        otel.status_code = Empty,
-    )
 }

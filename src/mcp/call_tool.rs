@@ -184,7 +184,7 @@ impl ToolHealthClient {
             }
             Err(timeout @ ServiceError::Timeout { .. }) => {
                 // Does the server answer anything at all?
-                if self.ping_once().await.is_ok() {
+                if self.probe_once().await.is_ok() {
                     (
                         Err(Answer::Service(
                             Box::new(timeout),

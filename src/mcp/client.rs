@@ -16,6 +16,7 @@ use crate::breaker::BreakerState;
 use crate::call_helper::ErrorClass;
 use crate::registry::ToolHealthRegistry;
 
+use super::cache::ListCache;
 use super::schema::{SchemaCheck, Schemas};
 use super::server::{server_registry, ServerBreaker};
 use super::span::Transport;
@@ -52,6 +53,8 @@ pub struct ToolHealthClient {
 #[derive(Debug, Default)]
 pub(super) struct Shared {
     pub(super) schemas: Schemas,
+    /// The pages of its tool list the server said are still fresh (`cache.rs`).
+    pub(super) pages: ListCache,
     pub(super) subscribers: Mutex<Vec<mpsc::UnboundedSender<Event>>>,
     /// The list was too long to declare, and that was said (once per client).
     pub(super) declare_warned: std::sync::atomic::AtomicBool,
@@ -219,6 +222,7 @@ impl ToolHealthClient {
     #[must_use]
     pub fn with_peer(&self, peer: Peer<RoleClient>) -> Self {
         self.shared.schemas.invalidate();
+        self.shared.pages.clear();
         Self {
             peer,
             ..self.clone()
@@ -253,10 +257,12 @@ impl ToolHealthClient {
 
     /// Tells the client the server's tool list changed (the server sent
     /// `notifications/tools/list_changed`; call this from your `ClientHandler`'s
-    /// `on_tool_list_changed`): the next call reads the list again, and subscribers hear
+    /// `on_tool_list_changed`): the next call and the next [`list_tools`](Self::list_tools)
+    /// read the list again (whatever `ttlMs` it was given), and subscribers hear
     /// [`ToolsChanged::ServerList`].
     pub fn server_list_changed(&self) {
         self.shared.schemas.invalidate();
+        self.shared.pages.clear();
         let mut subscribers = self
             .shared
             .subscribers

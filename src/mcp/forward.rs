@@ -5,8 +5,8 @@
 //! is gated by the server's breaker and its answer counts for the server only, as the answers
 //! of `tools/call` do ([`server_outcome`]): any answer (a result, a JSON-RPC error such as
 //! "resource not found") is the server answering; a closed connection, a message that could
-//! not be sent, and a timeout whose `ping` goes unanswered too are the server's failures; a
-//! timeout whose `ping` is answered is a slow answer of a live server and counts for nothing.
+//! not be sent, and a timeout whose probe goes unanswered too are the server's failures; a
+//! timeout whose probe is answered is a slow answer of a live server and counts for nothing.
 //! While the server's breaker refuses, nothing is sent: the answer is a JSON-RPC error whose
 //! message begins with [`REFUSAL_MESSAGE`](crate::REFUSAL_MESSAGE) and says when to retry
 //! ([`is_refusal_error`]).
@@ -29,8 +29,8 @@ impl ToolHealthClient {
     /// the server's breaker, with the client's timeout, in an MCP client span named after its
     /// method. Its answer counts for the server only, never for a tool: any answer (a result,
     /// a JSON-RPC error such as "resource not found") is the server answering; a closed
-    /// connection, a message that could not be sent, and a timeout whose `ping` goes unanswered
-    /// too are its failures; a timeout whose `ping` is answered counts for nothing.
+    /// connection, a message that could not be sent, and a timeout whose probe goes unanswered
+    /// too are its failures; a timeout whose probe is answered counts for nothing.
     ///
     /// While the server's breaker refuses, nothing is sent and the answer is
     /// `Err(ServiceError::McpError(e))` with `e` a refusal ([`is_refusal_error`]: code
@@ -61,7 +61,7 @@ impl ToolHealthClient {
         let outcome = match &answer {
             // A slow answer of a live server, or no server at all?
             Err(ServiceError::Timeout { .. }) => {
-                if self.ping_once().await.is_ok() {
+                if self.probe_once().await.is_ok() {
                     ServerOutcome::Answered
                 } else {
                     ServerOutcome::Failed

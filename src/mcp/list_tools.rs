@@ -6,6 +6,7 @@ use rmcp::model::{
 };
 use rmcp::service::ServiceError;
 
+use super::cache::merge_hints;
 use super::client::ToolHealthClient;
 use super::requests::server_outcome;
 use super::server::ServerOutcome;
@@ -91,33 +92,26 @@ impl ToolHealthClient {
     /// whose breaker — or the server's — refuses now, and naming them in
     /// [`ToolList::hidden`]. Reading the list refreshes the argument check's schemas. While
     /// the server's breaker refuses, nothing is sent: the tools last listed are all hidden.
+    ///
+    /// A page the server gave a caching hint (`ttlMs` > 0, MCP 2026-07-28) is not asked for
+    /// again before the hint runs out — nor before the server says its list changed, or the
+    /// connection is new: it is answered from memory, filtered by the breakers now, with what
+    /// is left of its `ttlMs` (`cache.rs`).
     pub async fn list_tools(
         &self,
         params: Option<PaginatedRequestParams>,
     ) -> Result<ToolList, ServiceError> {
         let first_page = params.as_ref().is_none_or(|p| p.cursor.is_none());
+        let cursor = params.as_ref().and_then(|p| p.cursor.clone());
+        if let Some(result) = self.shared.pages.get(cursor.as_ref(), self.registry.now()) {
+            return Ok(match self.server.retry_after_now() {
+                Some(retry_after) => self.all_hidden(retry_after),
+                None => self.without_refused(result),
+            });
+        }
         let permit = match self.server_gate().await {
             Ok(permit) => permit,
-            Err(retry_after) => {
-                let until = self.registry.now().saturating_add(retry_after);
-                let hidden = self
-                    .shared
-                    .schemas
-                    .names()
-                    .into_iter()
-                    .map(|name| HiddenTool {
-                        key: self.key(&name).into_owned(),
-                        name,
-                        by: HiddenBy::Server,
-                        retry_after,
-                        until,
-                    })
-                    .collect();
-                return Ok(ToolList {
-                    result: ListToolsResult::with_all_items(Vec::new()),
-                    hidden,
-                });
-            }
+            Err(retry_after) => return Ok(self.all_hidden(retry_after)),
         };
         let started = self.registry.now();
         let listed = self.send(list_request(params), self.timeout, None).await;
@@ -126,14 +120,42 @@ impl ToolHealthClient {
             server_outcome(&listed),
             self.registry.now().saturating_sub(started),
         );
-        let mut result = match listed? {
+        let result = match listed? {
             ServerResult::ListToolsResult(result) => result,
             _ => return Err(ServiceError::UnexpectedResponse),
         };
+        self.shared.pages.put(cursor, &result, self.registry.now());
         self.shared
             .schemas
             .update(&result.tools, first_page, result.next_cursor.is_none());
         self.declare_listed(&result.tools);
+        Ok(self.without_refused(result))
+    }
+
+    /// While the server's breaker refuses: nothing listed, the tools last listed all hidden.
+    fn all_hidden(&self, retry_after: std::time::Duration) -> ToolList {
+        let until = self.registry.now().saturating_add(retry_after);
+        let hidden = self
+            .shared
+            .schemas
+            .names()
+            .into_iter()
+            .map(|name| HiddenTool {
+                key: self.key(&name).into_owned(),
+                name,
+                by: HiddenBy::Server,
+                retry_after,
+                until,
+            })
+            .collect();
+        ToolList {
+            result: ListToolsResult::with_all_items(Vec::new()),
+            hidden,
+        }
+    }
+
+    /// `result` without the tools whose breaker refuses now, and those as hidden.
+    fn without_refused(&self, mut result: ListToolsResult) -> ToolList {
         let now = self.registry.now();
         let mut hidden = Vec::new();
         result.tools.retain(|tool| {
@@ -152,10 +174,11 @@ impl ToolHealthClient {
                 }
             }
         });
-        Ok(ToolList { result, hidden })
+        ToolList { result, hidden }
     }
 
-    /// Every page of [`list_tools`](Self::list_tools), as one list.
+    /// Every page of [`list_tools`](Self::list_tools), as one list, whose caching hints are its
+    /// least fresh page's (`ttlMs`; none when a page had none) and its most private page's.
     pub async fn list_all_tools(&self) -> Result<ToolList, ServiceError> {
         let mut all = self.list_tools(None).await?;
         let mut cursor = all.result.next_cursor.take();
@@ -169,6 +192,7 @@ impl ToolHealthClient {
                     PaginatedRequestParams::default().with_cursor(Some(next)),
                 ))
                 .await?;
+            merge_hints(&mut all.result, &page.result);
             all.result.tools.extend(page.result.tools);
             all.hidden.extend(page.hidden);
             cursor = page.result.next_cursor;

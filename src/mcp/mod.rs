@@ -103,6 +103,7 @@
 //!
 //! Needs Rust 1.88 (rmcp's minimum), above the crate's own `rust-version`.
 
+mod cache;
 mod call_tool;
 mod classify;
 mod client;

@@ -1,12 +1,14 @@
-//! What goes over the wire besides the call itself: the server's gate and its `ping`, sending
-//! a request with its timeout (and `notifications/cancelled` when the caller drops it), and
-//! what an answer says about the server.
+//! What goes over the wire besides the call itself: the server's gate and its probe (`ping`, or
+//! `server/discover` on MCP 2026-07-28), sending a request with its timeout (and
+//! `notifications/cancelled` when the caller drops it), and what an answer says about the
+//! server.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
 use rmcp::model::{
-    CancelledNotificationParam, ClientRequest, PingRequest, ProgressToken, RequestId, ServerResult,
+    CancelledNotificationParam, ClientRequest, DiscoverRequest, DiscoverRequestParams, PingRequest,
+    ProgressToken, RequestId, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use tracing::{Instrument as _, Span};
@@ -19,13 +21,16 @@ use super::server::{ProbeGuard, ServerGate, ServerOutcome};
 use super::span;
 
 impl ToolHealthClient {
-    /// Pings the server through its breaker: refused while it is open (`Err` with
-    /// `ServiceError::Cancelled`), and its answer (or silence) counts for the server.
+    /// Asks the server whether it is there, through its breaker: refused while it is open
+    /// (`Err` with `ServiceError::Cancelled`), and its answer (or silence) counts for the
+    /// server. The request is the one its protocol has: `ping`, or `server/discover` on MCP
+    /// 2026-07-28, which removed `ping`; `Ok` when the server answered it — or, from a server
+    /// that implements neither, answered it with a JSON-RPC error (see `probe_once`).
     pub async fn ping(&self) -> Result<(), ServiceError> {
         match self.server_gate().await {
             Ok(permit) => {
                 let started = self.registry.now();
-                let r = self.ping_once().await;
+                let r = self.probe_once().await;
                 let outcome = if r.is_ok() {
                     ServerOutcome::Answered
                 } else {
@@ -46,7 +51,8 @@ impl ToolHealthClient {
     }
 
     /// The server's gate: its permit, or how long it refuses. After a cooldown the probe is a
-    /// `ping`: answered, the server closes and the call is admitted; not, it is refused.
+    /// `ping` (`server/discover` on MCP 2026-07-28): answered, the server closes and the call
+    /// is admitted; not, it is refused.
     pub(super) async fn server_gate(&self) -> Result<crate::call::Permit, Duration> {
         match self.server.gate() {
             ServerGate::Allowed(permit) => Ok(permit),
@@ -57,7 +63,7 @@ impl ToolHealthClient {
                     permit: Some(permit),
                 };
                 let started = self.registry.now();
-                let answered = self.ping_once().await.is_ok();
+                let answered = self.probe_once().await.is_ok();
                 let elapsed = self.registry.now().saturating_sub(started);
                 if answered {
                     guard.settle(ServerOutcome::Answered, elapsed);
@@ -73,21 +79,28 @@ impl ToolHealthClient {
         }
     }
 
-    /// One `ping` in its span, with the ping timeout; counts for nothing by itself.
-    pub(super) async fn ping_once(&self) -> Result<(), ServiceError> {
-        let span = span::ping_span(&self.server.name);
+    /// One probe of the server in its span, with the ping timeout; counts for nothing by
+    /// itself. `Ok` when the server answered: the probe of its protocol ([`Probe`]) answered,
+    /// or — from a server that implements neither `ping` nor `server/discover` — any JSON-RPC
+    /// error it answers with instead (`-32601`): an answer to the request, matched to its id,
+    /// is all the question "is the server there?" needs. `Err` when it did not answer within
+    /// the ping timeout, or the connection could not carry the request.
+    pub(super) async fn probe_once(&self) -> Result<(), ServiceError> {
+        let probe = Probe::of(&self.peer);
+        let span = span::probe_span(&self.server.name, probe == Probe::Discover);
         span::describe(&span, &self.transport, &self.peer);
-        let request = ClientRequest::PingRequest(PingRequest::default());
         let result = self
-            .send(request, self.ping_timeout, Some(&span))
+            .send(probe.request(), self.ping_timeout, Some(&span))
             .instrument(span.clone())
             .await;
         match result {
-            Ok(ServerResult::EmptyResult(_)) => Ok(()),
+            Ok(ServerResult::EmptyResult(_)) if probe == Probe::Ping => Ok(()),
+            Ok(ServerResult::DiscoverResult(_)) if probe == Probe::Discover => Ok(()),
             Ok(_) => {
+                // An answer of another shape is still an answer.
                 span.record(semconv::ERROR_TYPE, "unexpected_response");
                 span.record(semconv::OTEL_STATUS_CODE, "error");
-                Err(ServiceError::UnexpectedResponse)
+                Ok(())
             }
             Err(e) => {
                 span.record(semconv::ERROR_TYPE, &*error_type(&e));
@@ -97,6 +110,7 @@ impl ToolHealthClient {
                         semconv::RPC_RESPONSE_STATUS_CODE,
                         tracing::field::display(e.code.0),
                     );
+                    return Ok(());
                 }
                 Err(e)
             }
@@ -112,10 +126,12 @@ impl ToolHealthClient {
         span: Option<&Span>,
     ) -> Result<ServerResult, ServiceError> {
         // The request a caller asked to be told of (`call_tool_told`, `request_told`): not
-        // the list or the ping sent on its way.
+        // the list or the probe sent on its way.
         let told = !matches!(
             request,
-            ClientRequest::ListToolsRequest(_) | ClientRequest::PingRequest(_)
+            ClientRequest::ListToolsRequest(_)
+                | ClientRequest::PingRequest(_)
+                | ClientRequest::DiscoverRequest(_)
         );
         let handle = self
             .peer
@@ -143,8 +159,37 @@ impl ToolHealthClient {
     }
 }
 
+/// The request that asks a server whether it is there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// `ping`: MCP up to 2025-11-25 (the `initialize` handshake's era).
+    Ping,
+    /// `server/discover`: MCP 2026-07-28 removed `ping`, and made `server/discover` what every
+    /// server must answer (a server of that protocol answers `ping` with `-32601`).
+    Discover,
+}
+
+impl Probe {
+    /// The probe of the protocol version `peer` negotiated (`ping` when none is known).
+    pub(super) fn of(peer: &Peer<RoleClient>) -> Self {
+        match peer.peer_info() {
+            Some(info) if !info.protocol_version.has_initialize() => Self::Discover,
+            _ => Self::Ping,
+        }
+    }
+
+    fn request(self) -> ClientRequest {
+        match self {
+            Self::Ping => ClientRequest::PingRequest(PingRequest::default()),
+            Self::Discover => {
+                ClientRequest::DiscoverRequest(DiscoverRequest::new(DiscoverRequestParams {}))
+            }
+        }
+    }
+}
+
 /// Told the id and the progress token of the request this task sends next (not a
-/// `tools/list` or a `ping` sent on its way).
+/// `tools/list` or a probe sent on its way).
 pub(super) type TellProgress = Box<dyn FnOnce(&RequestId, &ProgressToken) + Send>;
 
 tokio::task_local! {

@@ -13,15 +13,18 @@
 //! `tool_health.server.breaker.state`, attribute `mcp.server.name`.
 //!
 //! **What counts against the server**: transport failures (the connection closed, a message
-//! that could not be sent) and a `ping` that fails or times out. A timed-out call is followed
-//! by one `ping`: answered, the timeout is the tool's (a tool that hangs); unanswered, it is
-//! the server's (a server that answers nothing at all). Every answer — a result, `isError`
-//! or not, a JSON-RPC error, a `ping`'s — is a success of the server.
+//! that could not be sent) and a `ping` that times out. A timed-out call is followed by one
+//! `ping`: answered, the timeout is the tool's (a tool that hangs); unanswered, it is the
+//! server's (a server that answers nothing at all). Every answer — a result, `isError` or not,
+//! a JSON-RPC error, a `ping`'s — is a success of the server.
 //!
-//! **Its probe is a `ping`.** When the server's cooldown has passed, the next call sends one
-//! `ping` first (calls beside it are refused, as a tool's probe allows one call): answered,
-//! the server's breaker closes and the call goes on to the tool's gate; not answered, the
-//! server stays open for another cooldown and the call is refused.
+//! **Its probe is a `ping`** — the request its protocol has for it: `ping` up to MCP
+//! 2025-11-25, `server/discover` on 2026-07-28, which removed `ping` (its servers answer it
+//! `-32601`). A server that implements neither still answers with a JSON-RPC error, and that
+//! answer is taken for what it is: the server is there. When the server's cooldown has passed,
+//! the next call sends one probe first (calls beside it are refused, as a tool's probe allows
+//! one call): answered, the server's breaker closes and the call goes on to the tool's gate;
+//! not answered, the server stays open for another cooldown and the call is refused.
 
 use std::fmt;
 use std::sync::Arc;
@@ -108,6 +111,13 @@ impl ServerBreaker {
             .record_with_permit(&self.name, permit, outcome, duration);
     }
 
+    /// While the server's gate refuses calls: when it would next admit one.
+    pub(crate) fn retry_after_now(&self) -> Option<Duration> {
+        self.servers
+            .snapshot(&self.name)
+            .and_then(|s| s.retry_after)
+    }
+
     /// When the server's gate would next admit a call (zero when it admits now).
     pub(crate) fn retry_after(&self) -> Duration {
         self.servers
@@ -154,12 +164,12 @@ impl HealthObserver for ServerLog {
                 server,
                 %reason,
                 "MCP server `{server}` does not answer: every tool of it is refused until its \
-                 cooldown ends, then one ping probes it"
+                 cooldown ends, then one ping (server/discover on MCP 2026-07-28) probes it"
             ),
             (BreakerState::HalfOpen, _) => tracing::info!(
                 target: LOG_TARGET,
                 server,
-                "MCP server `{server}` probed with a ping"
+                "MCP server `{server}` probed (ping, or server/discover on MCP 2026-07-28)"
             ),
             (BreakerState::Closed, reason) => tracing::info!(
                 target: LOG_TARGET,

@@ -150,7 +150,7 @@ pub(crate) fn protocol_version(peer: &Peer<RoleClient>) -> Option<String> {
 }
 
 /// Writes what the transport and the session say on `span` (declared by [`call_span`] and
-/// [`ping_span`]).
+/// [`probe_span`]).
 pub(crate) fn describe(span: &Span, transport: &Transport, peer: &Peer<RoleClient>) {
     if let Some(version) = protocol_version(peer) {
         span.record("mcp.protocol.version", version.as_str());
@@ -201,24 +201,34 @@ pub(crate) fn call_span(tool: &str, key: &str, server: &str) -> Span {
     )
 }
 
-/// The `ping` client span (the server's probe, and the question after a timeout).
-pub(crate) fn ping_span(server: &str) -> Span {
-    tracing::info_span!(
-        "ping",
-        otel.kind = "client",
-        mcp.method.name = "ping",
-        mcp.server.name = %server,
-        jsonrpc.request.id = Empty,
-        mcp.protocol.version = Empty,
-        mcp.session.id = Empty,
-        network.transport = Empty,
-        network.protocol.name = Empty,
-        server.address = Empty,
-        server.port = Empty,
-        error.type = Empty,
-        rpc.response.status_code = Empty,
-        otel.status_code = Empty,
-    )
+/// The client span of the server's probe (and of the question after a timeout): `ping`, or
+/// `server/discover` on MCP 2026-07-28, which has no `ping` ([`Probe`](super::requests::Probe)).
+pub(crate) fn probe_span(server: &str, discover: bool) -> Span {
+    macro_rules! span {
+        ($method:literal) => {
+            tracing::info_span!(
+                $method,
+                otel.kind = "client",
+                mcp.method.name = $method,
+                mcp.server.name = %server,
+                jsonrpc.request.id = Empty,
+                mcp.protocol.version = Empty,
+                mcp.session.id = Empty,
+                network.transport = Empty,
+                network.protocol.name = Empty,
+                server.address = Empty,
+                server.port = Empty,
+                error.type = Empty,
+                rpc.response.status_code = Empty,
+                otel.status_code = Empty,
+            )
+        };
+    }
+    if discover {
+        span!("server/discover")
+    } else {
+        span!("ping")
+    }
 }
 
 /// The client span of a request other than `tools/call` (the MCP conventions' fields).

@@ -12,22 +12,29 @@
 //! JSON-RPC error (`-32700` parse error with HTTP 400, `-32600` "message too large" with HTTP
 //! 413) carrying rmcp's explanation. A `DELETE` that ends a session is answered 200, as the
 //! TypeScript SDK's server does (rmcp answers 202, and the Python SDK's client warns
-//! "Session termination failed: 202" on every close: it accepts 200 and 204). Everything else
-//! is rmcp's as it is.
+//! "Session termination failed: 202" on every close: it accepts 200 and 204). A
+//! `subscriptions/listen` stream the host closes is told to the gateway's `listen` first, and
+//! what is left of it read here, so that the subscription ends without a send into a closed
+//! stream (`server/gone.rs`). Everything else is rmcp's as it is.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
 use crate::gateway::Gateway;
+use crate::server::gone::{HostGone, DRAIN};
 use crate::server::GatewayServer;
 
 /// The most MCP sessions alive at once.
@@ -60,6 +67,84 @@ pub(super) fn router(gw: &Arc<Gateway>) -> Router {
         .layer(axum::middleware::from_fn_with_state(cap, cap_sessions))
         .layer(axum::middleware::map_response(as_json_rpc))
         .layer(axum::middleware::from_fn(session_ended))
+        .layer(axum::middleware::from_fn(listen_closed))
+}
+
+/// A `subscriptions/listen` request (by its `Mcp-Method` header, which rmcp checks against
+/// the body): marked with a [`HostGone`], cancelled when the host drops the stream (see the
+/// module docs).
+async fn listen_closed(mut request: Request, next: Next) -> Response {
+    let listen = request.method() == Method::POST
+        && request
+            .headers()
+            .get("mcp-method")
+            .is_some_and(|m| m == "subscriptions/listen");
+    if !listen {
+        return next.run(request).await;
+    }
+    let gone = HostGone::default();
+    request.extensions_mut().insert(gone.clone());
+    let (parts, body) = next.run(request).await.into_parts();
+    Response::from_parts(
+        parts,
+        Body::new(Closing {
+            inner: Some(body),
+            gone,
+        }),
+    )
+}
+
+/// A listen stream's body: when the host's side drops it before its end, the subscription is
+/// told ([`HostGone`]) and the rest is read on a task of its own, at most [`DRAIN`].
+struct Closing {
+    inner: Option<Body>,
+    gone: HostGone,
+}
+
+impl HttpBody for Closing {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        match self.inner.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(HttpBody::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map(HttpBody::size_hint)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        self.gone.0.cancel();
+        let Some(mut body) = self.inner.take() else {
+            return;
+        };
+        if body.is_end_stream() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = tokio::time::timeout(DRAIN, async {
+                    while let Some(Ok(_)) = body.frame().await {}
+                })
+                .await;
+            });
+        }
+    }
 }
 
 /// A `DELETE` that ended a session: 200 instead of rmcp's 202 (see the module docs).

@@ -4,8 +4,8 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `initialize`, `server/discover`, `ping` | rmcp's, with the gateway's info: tools, and what at least one server has of resources, prompts, completions, logging |
-//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now, each with its health in `_meta` |
+//! | `initialize`, `server/discover`, `ping` | rmcp's, with the gateway's info: tools with `listChanged`, and what at least one server has of resources, prompts, completions, logging |
+//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now, each with its health in `_meta`; to MCP 2026-07-28 hosts with `ttlMs` the time to the next change foreseen (`upstream/freshness.rs`) |
 //! | `tools/call` | through the upstream's `ToolHealthClient`; a name that is no gateway tool is `-32602` and reaches nothing |
 //! | `resources/*`, `prompts/*`, `completion/complete` | every upstream's, under the gateway's names (`resources.rs`, `prompts.rs`), through the server's breaker |
 //! | `logging/setLevel` | to every server with logging (`logging.rs`) |
@@ -19,6 +19,7 @@
 
 #![allow(deprecated)] // logging and resource subscriptions are deprecated in 2026-07-28, and still what hosts use
 
+pub(crate) mod gone;
 mod prompts;
 mod resources;
 pub(crate) mod stdio;
@@ -27,13 +28,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, DiscoverResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, RequestParamsMeta as _,
-    ResourcesCapability, ResultType, ServerCapabilities, ServerConfig, SetLevelRequest,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    CustomRequest, CustomResult, DiscoverResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ReadResourceResponse,
+    RequestParamsMeta as _, ResourcesCapability, ResultType, ServerCapabilities, ServerConfig,
+    SetLevelRequest, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -177,11 +179,25 @@ impl ServerHandler for GatewayServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.gw.upstreams();
         upstreams.wait_ready(FIRST_CONNECT_WAIT).await;
-        Ok(ListToolsResult::with_all_items(upstreams.list().await))
+        let mut result = ListToolsResult::with_all_items(upstreams.list().await);
+        // MCP 2026-07-28's caching hints, for the hosts of that protocol (`freshness.rs`).
+        if context
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize())
+        {
+            let fresh = upstreams.freshness();
+            result.ttl_ms = Some(fresh.ttl_ms());
+            result.cache_scope = Some(if fresh.public {
+                CacheScope::Public
+            } else {
+                CacheScope::Private
+            });
+        }
+        Ok(result)
     }
 
     async fn call_tool(
@@ -262,6 +278,14 @@ impl ServerHandler for GatewayServer {
             }),
             () = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the host", None)),
         }
+    }
+
+    /// A gateway tool as its server last listed it: rmcp checks a 2026-07-28 host's
+    /// `Mcp-Param-*` headers against the arguments its `x-mcp-header` annotations name (HTTP
+    /// 400, `-32020`, when they disagree).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let (server, _) = names::split(name).ok()?;
+        self.gw.upstreams().get(server)?.listed_tool(name)
     }
 
     /// A request rmcp could not read as any MCP method: a standard method whose params do not
@@ -347,7 +371,7 @@ impl ServerHandler for GatewayServer {
         }
         let uris = accepted.resource_subscriptions.unwrap_or_default();
         if hears == Lists::NONE && uris.is_empty() {
-            context.cancelled().await;
+            gone::ended(&context).await;
             return Ok(());
         }
         let id = self.gw.hosts.add_listen(context.sink().clone(), hears);
@@ -364,7 +388,7 @@ impl ServerHandler for GatewayServer {
                 );
             }
         }
-        context.cancelled().await;
+        gone::ended(&context).await;
         for uri in &uris {
             let _ = listener.unsubscribe(uri).await;
         }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::process::ExitStatus;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use http::{HeaderName, HeaderValue};
@@ -12,13 +13,16 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, Implementation, ListRootsRequest, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
-    ServerRequest,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    ResourceUpdatedNotificationParam, ServerRequest,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RequestContext,
+    RunningService,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
 
 use super::http::{Watch, Watched};
 use super::process::{self, Group, GRACE};
@@ -35,6 +39,29 @@ const EXIT_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// How long the stderr of a process that ended may take to be read to its end.
 const STDERR_DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How a connection opens: `server/discover` first (MCP 2026-07-28, whose servers may know no
+/// `initialize` at all), and the `initialize` handshake of 2025-11-25 when the server answers
+/// the probe as a server of the handshake era does (an error: `-32601`, `-32602`, "not
+/// initialized"). rmcp's auto mode: a server that does not answer the probe within 10 s is
+/// taken for one of the handshake era too (within the connect timeout).
+///
+/// `initialize`: open with `initialize` alone, no probe — the attempt after one that failed in
+/// auto mode (a server of the handshake era may end at any request before `initialize`, as
+/// servers built on rmcp before its 2026-07-28 support do, or answer the probe with something
+/// that is no JSON-RPC error), and every attempt after a connection that landed in the handshake
+/// era (a restart needs no probe). An attempt that fails flips it back: a server changed in
+/// place to speak only 2026-07-28 is reached at the next attempt.
+fn lifecycle(initialize: bool) -> ClientLifecycleMode {
+    if initialize {
+        ClientLifecycleMode::Initialize
+    } else {
+        ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        }
+    }
+}
 
 /// The gateway as an MCP client: says who it is and what it offers (what hosts may answer:
 /// roots, sampling, elicitation — relayed to the host that made the call, `relay.rs`),
@@ -176,11 +203,7 @@ impl ClientHandler for UpstreamHandler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(upstream) = self.upstream.upgrade() {
-            tracing::info!(server = %upstream.name, "MCP server `{}` says its tool list changed", upstream.name);
-            if let Some(conn) = upstream.conn.load_full() {
-                // The client re-reads the schemas, and its subscription tells the hosts.
-                conn.client.server_list_changed();
-            }
+            upstream.tools_changed();
         }
     }
 }
@@ -282,6 +305,7 @@ impl Upstream {
         };
         let config = self.config();
         let timeout = config.settings.connect_timeout;
+        let initialize = self.opens_with_initialize.load(Ordering::Relaxed);
         let result = match &config.launch {
             Launch::Stdio {
                 command,
@@ -297,9 +321,14 @@ impl Upstream {
                     tail.clone(),
                 ));
                 let mut group = spawned.group;
-                let handshake =
-                    tokio::time::timeout(timeout, handler.serve((spawned.stdout, spawned.stdin)))
-                        .await;
+                let handshake = tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle(
+                        (spawned.stdout, spawned.stdin),
+                        lifecycle(initialize),
+                    ),
+                )
+                .await;
                 match handshake {
                     Ok(Ok(running)) => Ok(Connected {
                         running,
@@ -367,7 +396,12 @@ impl Upstream {
                     config,
                 );
                 let shown = redact_url(url);
-                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                match tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle(initialize)),
+                )
+                .await
+                {
                     Ok(Ok(running)) => Ok(Connected {
                         running,
                         ends: Ends::Http { watch },
@@ -383,6 +417,16 @@ impl Upstream {
                 }
             }
         };
+        // Which opening the next attempt uses (see `lifecycle`).
+        let next = match &result {
+            Ok(c) => c
+                .running
+                .peer()
+                .peer_info()
+                .is_some_and(|info| info.protocol_version.has_initialize()),
+            Err(_) => !initialize,
+        };
+        self.opens_with_initialize.store(next, Ordering::Relaxed);
         result.map_err(|e| self.masked(&crate::names::printable(&e, 1_000)))
     }
 }

@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rmcp::model::Tool;
+use rmcp::model::{CacheScope, Tool};
 use rmcp::service::ServiceError;
 use tool_health::{Apply, ToolPolicy};
 
@@ -33,7 +33,17 @@ pub(super) struct Listed {
     tools: Arc<Vec<(String, Tool)>>,
     done: u64,
     /// An answer was given from `tools` while a listing was late: tell hosts if it changes.
-    served_stale: bool,
+    pub(super) served_stale: bool,
+    /// The server's caching hints on it (`freshness.rs`).
+    pub(super) hint: Hint,
+}
+
+/// What a server said of its list (MCP 2026-07-28's caching hints): fresh until when (`None`:
+/// it said nothing), and whether any client may share it (`cacheScope: "public"`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Hint {
+    pub(super) until: Option<Instant>,
+    pub(super) public: bool,
 }
 
 impl Upstream {
@@ -43,6 +53,17 @@ impl Upstream {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(tool)
+    }
+
+    /// The tool hosts see as `shown`, as this server last listed it (its `inputSchema` says
+    /// which arguments a host mirrors into `Mcp-Param-*` headers: rmcp checks them).
+    pub(crate) fn listed_tool(&self, shown: &str) -> Option<Tool> {
+        self.listed
+            .borrow()
+            .tools
+            .iter()
+            .find(|(_, t)| t.name == shown)
+            .map(|(_, t)| t.clone())
     }
 
     /// Whether a listing of this server succeeded yet (then [`knows`](Self::knows) is its list).
@@ -85,12 +106,14 @@ impl Upstream {
         }
     }
 
-    /// Lists the server's tools through its client (which leaves out what refuses now): each
-    /// tool's own name and the tool as hosts see it. Nothing when not connected or the listing
-    /// failed (logged).
-    async fn list_now(&self) -> Vec<(String, Tool)> {
+    /// Lists the server's tools through its client (which leaves out what refuses now, and
+    /// does not ask a server again before its list's `ttlMs` runs out): each tool's own name
+    /// and the tool as hosts see it, and the server's hints. Nothing when not connected or the
+    /// listing failed (logged).
+    async fn list_now(&self) -> (Vec<(String, Tool)>, Hint) {
+        let nothing = (Vec::new(), Hint::default());
         let Some(conn) = self.conn.load_full().filter(|c| c.alive()) else {
-            return Vec::new();
+            return nothing;
         };
         // The client's timeout bounds each page; this bounds a server that pages for ever.
         let deadline = self.config().settings.timeout.saturating_mul(2);
@@ -100,7 +123,7 @@ impl Upstream {
         let listing = tokio::time::timeout(deadline, conn.client.list_all_tools());
         let listed = tokio::select! {
             biased;
-            () = conn.cut.cancelled() => return Vec::new(),
+            () = conn.cut.cancelled() => return nothing,
             listed = listing => listed,
         };
         let listed = match listed {
@@ -113,12 +136,19 @@ impl Upstream {
                     conn.broken.cancel();
                 }
                 tracing::warn!(server = %self.name, "MCP server `{}` could not list its tools: {}", self.name, said(&e));
-                return Vec::new();
+                return nothing;
             }
             Err(_) => {
                 tracing::warn!(server = %self.name, "MCP server `{}` did not list its tools within {:.1} s", self.name, deadline.as_secs_f64());
-                return Vec::new();
+                return nothing;
             }
+        };
+        let hint = Hint {
+            until: listed
+                .result
+                .ttl_ms
+                .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms))),
+            public: listed.result.cache_scope == Some(CacheScope::Public),
         };
         self.learn(
             listed
@@ -163,7 +193,7 @@ impl Upstream {
                 Err(names::NameError::NoServer) => {}
             }
         }
-        tools
+        (tools, hint)
     }
 
     /// Starts a listing unless one is under way; it runs on a task of its own and keeps its
@@ -174,7 +204,7 @@ impl Upstream {
         }
         let me = Arc::clone(self);
         tokio::spawn(async move {
-            let tools = me.list_now().await;
+            let (tools, hint) = me.list_now().await;
             let mut changed = false;
             me.listed.send_modify(|l| {
                 changed = l.served_stale
@@ -184,6 +214,7 @@ impl Upstream {
                         .map(|(n, _)| n)
                         .eq(tools.iter().map(|(n, _)| n));
                 l.tools = Arc::new(tools);
+                l.hint = hint;
                 l.done += 1;
                 l.served_stale = false;
             });

@@ -18,6 +18,8 @@
 //! | `set.rs` | the set of upstreams and their supervisors, changed by a reload |
 //! | `reload.rs` | one upstream's part of a reload: new settings live, a new launch restarted, removal; the drain of calls under way |
 //! | `connect.rs` | one connection: a child process or an HTTP endpoint, and the handshake |
+//! | `listen.rs` | a MCP 2026-07-28 server's changes, on the `subscriptions/listen` stream the gateway opens |
+//! | `freshness.rs` | how long its part of a host's list stays as it is (`ttlMs`, `cacheScope`) |
 //! | `process.rs` | a stdio upstream's process group, stopped gently and whole |
 //! | `stderr.rs` | its stderr: to the log at DEBUG, the last lines kept for `last_error` |
 //! | `http.rs` | an HTTP upstream's client, watched for a lost or expired session |
@@ -30,7 +32,9 @@
 //! wait.
 
 mod connect;
+mod freshness;
 mod http;
+mod listen;
 mod listing;
 mod passthrough;
 mod process;
@@ -63,6 +67,7 @@ use crate::notify::Hosts;
 use crate::progress::{ProgressRoutes, Route};
 use crate::relay::{Callers, Calling};
 
+pub(crate) use freshness::Freshness;
 use listing::Listed;
 pub(crate) use listing::LIST_WAIT;
 use reload::InFlight;
@@ -101,6 +106,9 @@ pub(crate) struct Upstream {
     listing: AtomicBool,
     /// A listing succeeded at least once.
     listed_ok: AtomicBool,
+    /// The next connection opens with `initialize` alone, not `server/discover` first
+    /// (`connect.rs`).
+    opens_with_initialize: AtomicBool,
     /// The calls in flight whose host asked for progress.
     pub(crate) progress: Arc<ProgressRoutes>,
     /// The host requests under way on it (a request of the server goes to their host,
@@ -224,6 +232,7 @@ impl Upstream {
             listed: watch::channel(Listed::default()).0,
             listing: AtomicBool::new(false),
             listed_ok: AtomicBool::new(false),
+            opens_with_initialize: AtomicBool::new(false),
             progress: Arc::default(),
             callers: Callers::default(),
             caps: Mutex::new(None),

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tool_health::ToolHealthRegistry;
 
 use super::passthrough::Listable;
-use super::{supervise::supervise, Phase, Upstream, LIST_WAIT};
+use super::{supervise::supervise, Freshness, Phase, Upstream, LIST_WAIT};
 use crate::config::{Diff, Secrets, ServerConfig};
 use crate::notify::Hosts;
 
@@ -69,6 +69,15 @@ impl Upstreams {
                 .map(|u| async move { (Arc::clone(&u.name), u.listed::<T>().await) }),
         )
         .await
+    }
+
+    /// How long the list [`list`](Self::list) answered stays as it is, and who may keep it
+    /// (`freshness.rs`).
+    pub(crate) fn freshness(&self) -> Freshness {
+        self.by_name
+            .values()
+            .map(|u| u.freshness())
+            .fold(Freshness::default(), Freshness::and)
     }
 }
 

@@ -230,6 +230,10 @@ impl Upstream {
         let Connected { running, mut ends } = connected;
         let broken = CancellationToken::new();
         self.install(running.peer().clone(), ends.pid(), broken.clone());
+        if super::listen::wanted(running.peer()) {
+            // MCP 2026-07-28: its changes come on a stream the gateway opens (`listen.rs`).
+            tokio::spawn(Arc::clone(self).listen(running.peer().clone(), broken.clone()));
+        }
         let first = self.state().starts == 1;
         tracing::info!(
             server = %self.name,

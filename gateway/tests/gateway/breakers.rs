@@ -177,9 +177,16 @@ pub async fn a_hanging_tool_times_out_and_trips_itself_only() {
     assert!(has(&names, "rs__ok"), "{names:?}");
     let r = call(&client, "rs__ok", json!({})).await.expect("a result");
     assert_eq!(text(&r), "fine", "a sibling of a hanging tool works");
-    // Each timeout was followed by one ping, which the server answered: the tool's problem.
+    // Each timeout was followed by one probe, which the server answered: the tool's problem.
+    // The fixture speaks MCP 2026-07-28, whose probe is `server/discover` (its first one opened
+    // the connection).
     let seen = seen(&client, "rs").await;
-    assert_eq!(seen_count(&seen, "methods", "ping"), 3, "{seen}");
+    assert_eq!(
+        seen_count(&seen, "methods", "server/discover"),
+        1 + 3,
+        "{seen}"
+    );
+    assert_eq!(seen_count(&seen, "methods", "ping"), 0, "{seen}");
     let (_, servers) = gw.get("/v1/servers").await;
     assert_eq!(servers["servers"][0]["breaker"], "closed", "{servers}");
     let (_, doc) = gw.get("/v1/tools/rs__hang").await;
@@ -297,9 +304,12 @@ pub async fn a_killed_upstream_leaves_the_list_and_comes_back_with_nothing_count
     assert_ne!(rs["pid"].as_u64(), Some(pid));
     let seen = seen(&client, "rs").await;
     assert_eq!(
-        seen_count(&seen, "methods", "ping"),
-        0,
-        "no probe was needed: {seen}"
+        (
+            seen_count(&seen, "methods", "ping"),
+            seen_count(&seen, "methods", "server/discover")
+        ),
+        (0, 1),
+        "no probe was needed (the one server/discover opened the connection): {seen}"
     );
     assert_eq!(
         text(&call(&client, "rs__ok", json!({})).await.unwrap()),

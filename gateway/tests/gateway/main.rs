@@ -25,6 +25,7 @@ mod model;
 mod operators;
 mod passthrough;
 mod progress;
+mod protocol;
 mod receiver;
 mod reload;
 mod security;
@@ -63,6 +64,14 @@ fn main() {
             trial("supervise::a_hanging_tools_list_costs_its_own_tools_only", supervise::a_hanging_tools_list_costs_its_own_tools_only),
             trial("supervise::a_forced_open_tool_or_server_comes_back_when_its_time_is_over", supervise::a_forced_open_tool_or_server_comes_back_when_its_time_is_over),
             trial("supervise::a_tool_its_server_dropped_is_no_longer_known", supervise::a_tool_its_server_dropped_is_no_longer_known),
+            trial("protocol::a_server_that_speaks_only_2026_07_28_is_reached_over_stdio_and_http", protocol::a_server_that_speaks_only_2026_07_28_is_reached_over_stdio_and_http),
+            trial("protocol::a_hung_2026_07_28_server_is_refused_and_probed_back_with_server_discover", protocol::a_hung_2026_07_28_server_is_refused_and_probed_back_with_server_discover),
+            trial("protocol::a_2026_07_28_servers_changes_come_on_its_listen_stream_and_its_ttl_spares_it_lists", protocol::a_2026_07_28_servers_changes_come_on_its_listen_stream_and_its_ttl_spares_it_lists),
+            trial("protocol::tools_list_tells_2026_07_28_hosts_how_long_it_stays_as_it_is", protocol::tools_list_tells_2026_07_28_hosts_how_long_it_stays_as_it_is),
+            trial("protocol::a_request_whose_headers_disagree_with_its_body_is_refused", protocol::a_request_whose_headers_disagree_with_its_body_is_refused),
+            trial("protocol::every_sdk_server_is_reached_in_its_era_over_stdio_and_http", protocol::every_sdk_server_is_reached_in_its_era_over_stdio_and_http),
+            trial("protocol::a_server_that_ends_at_the_discover_probe_is_opened_with_initialize_next", protocol::a_server_that_ends_at_the_discover_probe_is_opened_with_initialize_next),
+            trial("protocol::a_2026_07_28_host_that_closes_its_stream_leaves_nothing_in_the_log", protocol::a_2026_07_28_host_that_closes_its_stream_leaves_nothing_in_the_log),
             trial("lifecycle::nothing_of_a_stdio_upstream_outlives_it", lifecycle::nothing_of_a_stdio_upstream_outlives_it),
             trial("lifecycle::sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not", lifecycle::sigterm_stops_a_stdio_gateway_gracefully_and_sighup_does_not),
             trial("lifecycle::listen_with_stdin_at_its_end_keeps_serving", lifecycle::listen_with_stdin_at_its_end_keeps_serving),

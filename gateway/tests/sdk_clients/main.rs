@@ -1,11 +1,19 @@
 //! The gateway with the official SDK clients as its hosts — the Python SDK's `mcp.Client`
-//! (PyPI `mcp` 2.3.0, `integrations/servers/python/client.py`) and the TypeScript SDK's `Client`
-//! (npm `@modelcontextprotocol/sdk` 1.32.2, `integrations/servers/typescript/client.mjs`) — over
-//! stdio (the client launches the gateway, as a host does) and over streamable HTTP, with
-//! three real upstreams behind it: the Python SDK server, the TypeScript SDK server and an rmcp
-//! server (this binary, `support/fixture.rs`).
+//! (PyPI `mcp` 2.3.0, `integrations/servers/python/client.py`), the TypeScript SDK's `Client`
+//! (npm `@modelcontextprotocol/sdk` 1.32.2, `integrations/servers/typescript/client.mjs`) and
+//! the TypeScript SDK 2.x `Client` (`@modelcontextprotocol/client` 2.4.0,
+//! `integrations/servers/typescript-2/client.mjs`) — over stdio (the client launches the
+//! gateway, as a host does) and over streamable HTTP, with four real upstreams behind it: the
+//! Python SDK server, the TypeScript SDK server, the TypeScript SDK 2.x server speaking only MCP
+//! 2026-07-28 (`legacy: 'reject'`) and an rmcp server (this binary, `support/fixture.rs`).
 //!
-//! Each scenario runs for every client and transport:
+//! Both protocol eras, on both sides: the Python client and the 2.x client negotiate MCP
+//! 2026-07-28 (`server/discover`, changes heard on `subscriptions/listen`) in their `auto`
+//! mode and speak the handshake era (`initialize`, a session) in their `legacy` mode, the 1.32
+//! client only the handshake era; upstream, the gateway speaks 2026-07-28 to the Python, 2.x and
+//! rmcp servers and the handshake era to the 1.32 server.
+//!
+//! Each scenario runs for every client and transport (the `legacy` modes run the first one):
 //!
 //! * a failing tool trips, leaves the client's tool list (the client is told), comes back when
 //!   its cooldown ends (told again, no call needed), and its next call is the probe that
@@ -47,11 +55,56 @@ use support::{
     write_config, Log, REFUSAL, WAIT,
 };
 
-/// The SDK a client is written with.
-#[derive(Debug, Clone, Copy)]
+/// The SDK a client is written with, and the protocol era it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sdk {
+    /// `mcp` 2.3 in its default `auto` mode: MCP 2026-07-28.
     Python,
+    /// `mcp` 2.3 in its `legacy` mode: the handshake era.
+    PythonLegacy,
+    /// `@modelcontextprotocol/sdk` 1.32: the handshake era.
     TypeScript,
+    /// `@modelcontextprotocol/client` 2.4 in its `auto` mode: MCP 2026-07-28.
+    TypeScript2,
+    /// `@modelcontextprotocol/client` 2.4 in its default `legacy` mode: the handshake era.
+    TypeScript2Legacy,
+}
+
+impl Sdk {
+    /// Whether it negotiates MCP 2026-07-28 with the gateway.
+    fn modern(self) -> bool {
+        matches!(self, Self::Python | Self::TypeScript2)
+    }
+
+    /// The program, its script and the arguments before the transport.
+    fn command(self) -> (PathBuf, PathBuf, Vec<&'static str>) {
+        let servers = support::workspace().join("integrations/servers");
+        match self {
+            Self::Python | Self::PythonLegacy => (
+                support::python().unwrap_or_else(|why| skip(&why)),
+                servers.join("python/client.py"),
+                if self == Self::Python {
+                    vec!["--mode", "auto"]
+                } else {
+                    vec!["--mode", "legacy"]
+                },
+            ),
+            Self::TypeScript => (
+                support::node().unwrap_or_else(|why| skip(&why)),
+                servers.join("typescript/client.mjs"),
+                vec![],
+            ),
+            Self::TypeScript2 | Self::TypeScript2Legacy => (
+                support::node2().unwrap_or_else(|why| skip(&why)),
+                servers.join("typescript-2/client.mjs"),
+                if self == Self::TypeScript2 {
+                    vec!["--era", "auto"]
+                } else {
+                    vec!["--era", "legacy"]
+                },
+            ),
+        }
+    }
 }
 
 /// How the client reaches the gateway.
@@ -64,18 +117,21 @@ enum Via {
 /// The upstream each combination kills (every SDK's server is killed by one of them).
 fn victim(sdk: Sdk, via: Via) -> &'static str {
     match (sdk, via) {
-        (Sdk::Python, Via::Stdio) => "py",
-        (Sdk::Python, Via::Http) => "ts",
+        (Sdk::Python | Sdk::PythonLegacy, Via::Stdio) => "py",
+        (Sdk::Python | Sdk::PythonLegacy, Via::Http) => "ts",
         (Sdk::TypeScript, Via::Stdio) => "rs",
         (Sdk::TypeScript, Via::Http) => "py",
+        (Sdk::TypeScript2 | Sdk::TypeScript2Legacy, Via::Stdio) => "ts2",
+        (Sdk::TypeScript2 | Sdk::TypeScript2Legacy, Via::Http) => "rs",
     }
 }
 
-/// The three upstreams, or why they cannot run.
+/// The four upstreams, or why they cannot run.
 fn upstreams() -> Value {
     let py = upstream::python().unwrap_or_else(|why| skip(&why));
     let ts = upstream::typescript().unwrap_or_else(|why| skip(&why));
-    json!({"py": py, "ts": ts, "rs": upstream::rmcp()})
+    let ts2 = upstream::typescript2(&[]).unwrap_or_else(|why| skip(&why));
+    json!({"py": py, "ts": ts, "rs": upstream::rmcp(), "ts2": ts2})
 }
 
 /// A running SDK client of the gateway, and the gateway's HTTP port.
@@ -100,18 +156,9 @@ impl Host {
     /// Starts the gateway on `config` (through the client over stdio, or by itself over
     /// HTTP) and the `sdk` client, and waits until the client is connected.
     async fn start(sdk: Sdk, via: Via, config: &Value) -> Self {
-        let (program, script) = match sdk {
-            Sdk::Python => (
-                support::python().unwrap_or_else(|why| skip(&why)),
-                support::workspace().join("integrations/servers/python/client.py"),
-            ),
-            Sdk::TypeScript => (
-                support::node().unwrap_or_else(|why| skip(&why)),
-                support::workspace().join("integrations/servers/typescript/client.mjs"),
-            ),
-        };
+        let (program, script, era) = sdk.command();
         let mut cmd = tokio::process::Command::new(program);
-        cmd.arg(&script);
+        cmd.arg(&script).args(era);
         let mut gateway = None;
         let path = match via {
             Via::Stdio => {
@@ -174,6 +221,11 @@ impl Host {
             .unwrap_or_else(|_| panic!("{sdk:?} client not connected in time:\n{}", log.text()))
             .unwrap_or_else(|_| panic!("{sdk:?} client ended:\n{}", log.text()));
         assert_eq!(hello["server"], "tool-health-gateway", "{hello}");
+        assert_eq!(
+            hello["protocol"] == "2026-07-28",
+            sdk.modern(),
+            "{sdk:?} negotiated its era: {hello}"
+        );
         Self {
             child,
             stdin,
@@ -325,9 +377,9 @@ fn has(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n == name)
 }
 
-const SERVERS: [&str; 3] = ["py", "ts", "rs"];
+const SERVERS: [&str; 4] = ["py", "ts", "rs", "ts2"];
 
-/// A failing tool on each of the three upstreams trips, leaves the list, comes back at its
+/// A failing tool on each of the four upstreams trips, leaves the list, comes back at its
 /// cooldown's end, and its next call is the probe that closes it.
 async fn a_sick_tool_leaves_the_list_and_comes_back(sdk: Sdk, via: Via) {
     let cooldown = Duration::from_secs(3);
@@ -518,6 +570,10 @@ async fn a_dead_upstream_leaves_the_list_restarts_and_comes_back(sdk: Sdk, via: 
         0,
         "no probe was needed: {seen}"
     );
+    assert!(
+        seen_count(&seen, "methods", "server/discover") <= 1,
+        "no probe was needed (a 2026-07-28 server's one server/discover opened the connection): {seen}"
+    );
     assert_eq!(
         seen_count(&seen, "methods", "tools/call"),
         0,
@@ -541,6 +597,7 @@ async fn a_hang_times_out_and_mistakes_never_count(sdk: Sdk, via: Via) {
                        "py": {"tools": {"hang": {"timeoutSeconds": 1}}},
                        "ts": {"tools": {"hang": {"timeoutSeconds": 1}}},
                        "rs": {"tools": {"hang": {"timeoutSeconds": 1}}},
+                       "ts2": {"tools": {"hang": {"timeoutSeconds": 1}}},
                    }},
     });
     let mut host = Host::start(sdk, via, &config).await;
@@ -682,7 +739,22 @@ async fn a_reload_adds_and_removes_servers_under_the_same_session(sdk: Sdk, via:
 fn main() {
     support::main(|| {
         let mut trials = Vec::new();
-        for (sdk, sdk_name) in [(Sdk::Python, "python"), (Sdk::TypeScript, "typescript")] {
+        for (sdk, sdk_name) in [
+            (Sdk::PythonLegacy, "python_legacy"),
+            (Sdk::TypeScript2Legacy, "typescript2_legacy"),
+        ] {
+            for (via, via_name) in [(Via::Stdio, "stdio"), (Via::Http, "http")] {
+                trials.push(trial(
+                    &format!("{sdk_name}_client::{via_name}::a_sick_tool_leaves_the_list_and_comes_back_through_one_probe"),
+                    move || a_sick_tool_leaves_the_list_and_comes_back(sdk, via),
+                ));
+            }
+        }
+        for (sdk, sdk_name) in [
+            (Sdk::Python, "python"),
+            (Sdk::TypeScript, "typescript"),
+            (Sdk::TypeScript2, "typescript2"),
+        ] {
             for (via, via_name) in [(Via::Stdio, "stdio"), (Via::Http, "http")] {
                 let name = |what: &str| format!("{sdk_name}_client::{via_name}::{what}");
                 trials.push(trial(

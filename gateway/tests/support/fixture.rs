@@ -6,7 +6,8 @@
 //! broken; `mend` mends it); `needs_int` takes an integer `n`; `hang` never answers; `die`
 //! ends the process mid-call (exit 3); `seen` answers what the server received as JSON (every
 //! request by method, and `tools/call` by tool name, `seen` itself left out); `echo` answers
-//! its `text` (for the bench); `drop_echo` takes `echo` out of its list and says so
+//! its `text` (for the bench; `text` is annotated `x-mcp-header: Text`, MCP 2026-07-28's
+//! mirror of an argument into a header); `drop_echo` takes `echo` out of its list and says so
 //! (`notifications/tools/list_changed`). With `GATEWAY_TEST_LIST=hang` in its environment its
 //! `tools/list` never answers.
 //!
@@ -29,14 +30,14 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, Prompt, PromptArgument,
-    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, Role, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations,
-    UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, DiscoverResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResourceUpdatedNotificationParam, Role, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -109,6 +110,18 @@ impl ServerHandler for Fixture {
         Ok(())
     }
 
+    /// MCP 2026-07-28's opening and probe (the gateway opens with it: one per connection).
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        self.count("server/discover");
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -136,7 +149,10 @@ impl ServerHandler for Fixture {
             Tool::new(
                 "echo",
                 "Answers its text.",
-                schema(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+                // Mirrored into an `Mcp-Param-Text` header over HTTP (MCP 2026-07-28).
+                schema(
+                    json!({"type": "object", "properties": {"text": {"type": "string", "x-mcp-header": "Text"}}}),
+                ),
             ),
             Tool::new("drop_echo", "Takes `echo` out of the list.", empty()),
         ];

@@ -143,6 +143,8 @@ pub fn gateway_bin() -> &'static str {
 /// The pinned SDK releases (`integrations/servers/`).
 pub const PYTHON_SDK: &str = "2.3.0";
 pub const TYPESCRIPT_SDK: &str = "1.32.2";
+/// `@modelcontextprotocol/server` and `@modelcontextprotocol/client` (MCP 2026-07-28).
+pub const TYPESCRIPT_SDK_2: &str = "2.4.0";
 
 /// The Python with the MCP SDK, or why there is none.
 pub fn python() -> Result<PathBuf, String> {
@@ -166,6 +168,33 @@ pub fn python() -> Result<PathBuf, String> {
         )),
         _ => Err(format!(
             "no Python with the MCP SDK at {} (bash scripts/mcp_sdks.sh, or set TOOL_HEALTH_MCP_PYTHON)",
+            program.display()
+        )),
+    }
+}
+
+/// The SDK's 1.x line (`FastMCP`, the handshake era only) the gateway's tests pin.
+pub const PYTHON_SDK_1: &str = "1.30.0";
+
+/// The Python with the MCP SDK's 1.x line (`target/mcp/venv1`), or why there is none.
+pub fn python1() -> Result<PathBuf, String> {
+    let program = std::env::var_os("TOOL_HEALTH_MCP_PYTHON1")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("mcp/venv1/bin/python"));
+    let out = std::process::Command::new(&program)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('mcp'))",
+        ])
+        .output();
+    match out {
+        Ok(o)
+            if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == PYTHON_SDK_1 =>
+        {
+            Ok(program)
+        }
+        _ => Err(format!(
+            "no Python with the MCP SDK {PYTHON_SDK_1} at {} (bash scripts/mcp_sdks.sh, or set TOOL_HEALTH_MCP_PYTHON1)",
             program.display()
         )),
     }
@@ -197,6 +226,36 @@ pub fn node() -> Result<PathBuf, String> {
     }
 }
 
+/// `node` with the TypeScript SDK 2.x installed in `integrations/servers/typescript-2`, or
+/// why not.
+pub fn node2() -> Result<PathBuf, String> {
+    node()?;
+    let dir =
+        workspace().join("integrations/servers/typescript-2/node_modules/@modelcontextprotocol");
+    for package in ["server", "client"] {
+        let manifest = dir.join(package).join("package.json");
+        let version = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_owned));
+        match version {
+            Some(v) if v == TYPESCRIPT_SDK_2 => {}
+            Some(v) => {
+                return Err(format!(
+                    "{} is {v}, the tests pin {TYPESCRIPT_SDK_2} (bash scripts/mcp_sdks.sh)",
+                    manifest.display()
+                ))
+            }
+            None => {
+                return Err(
+                    "the TypeScript SDK 2.x is not installed (bash scripts/mcp_sdks.sh)".into(),
+                )
+            }
+        }
+    }
+    Ok(PathBuf::from("node"))
+}
+
 /// Upstream config entries.
 pub mod upstream {
     use super::*;
@@ -217,6 +276,29 @@ pub mod upstream {
             "command": py.display().to_string(),
             "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],
         }))
+    }
+
+    /// The Python SDK fixture server on the SDK's 1.x line (the handshake era) over stdio.
+    pub fn python1() -> Result<Value, String> {
+        let py = super::python1()?;
+        Ok(json!({
+            "command": py.display().to_string(),
+            "args": [workspace().join("integrations/servers/python/server.py").display().to_string(), "stdio"],
+        }))
+    }
+
+    /// The TypeScript SDK 2.x fixture server over stdio, speaking only MCP 2026-07-28
+    /// (`legacy: 'reject'`), with `args` before its transport.
+    pub fn typescript2(args: &[&str]) -> Result<Value, String> {
+        let node = super::node2()?;
+        let mut all = vec![workspace()
+            .join("integrations/servers/typescript-2/server.mjs")
+            .display()
+            .to_string()];
+        all.extend(["--legacy", "reject"].iter().map(|a| (*a).to_owned()));
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all.push("stdio".to_owned());
+        Ok(json!({"command": node.display().to_string(), "args": all}))
     }
 
     /// The TypeScript SDK fixture server over stdio.

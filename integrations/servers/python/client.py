@@ -1,8 +1,11 @@
 """The official Python MCP SDK client (PyPI `mcp`, `mcp.Client`) as a host of the gateway, for
 the gateway's tests (gateway/tests/sdk_clients/). The test drives it line by line:
 
-    python client.py stdio COMMAND ARG...   # launches the gateway itself, over stdio
-    python client.py http URL               # the gateway's /mcp, over streamable HTTP
+    python client.py [--mode auto|legacy] stdio COMMAND ARG...   # launches the gateway itself, over stdio
+    python client.py [--mode auto|legacy] http URL               # the gateway's /mcp, over streamable HTTP
+
+`--mode` is the client's `mode`: `auto` (its default: `server/discover`, MCP 2026-07-28 when the
+server offers it) or `legacy` (the `initialize` handshake of the 2025 revisions).
 
 stdin, one JSON object a line (answered in order):
 
@@ -109,12 +112,17 @@ async def listen(client: Client, ready: anyio.Event) -> None:
 
 
 async def main() -> None:
-    mode = sys.argv[1]
+    args = sys.argv[1:]
+    era = "auto"
+    if args[0] == "--mode":
+        era = args[1]
+        args = args[2:]
+    mode = args[0]
     if mode == "stdio":
-        server: Any = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:], env=dict(os.environ))
+        server: Any = StdioServerParameters(command=args[1], args=args[2:], env=dict(os.environ))
     else:
-        server = sys.argv[2]
-    async with Client(server, message_handler=on_message, cache=None) as client:
+        server = args[1]
+    async with Client(server, mode=era, message_handler=on_message, cache=None) as client:
         async with anyio.create_task_group() as tg:
             if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 MODERN["on"] = True

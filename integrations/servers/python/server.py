@@ -1,5 +1,6 @@
-"""An MCP server written with the official Python SDK (PyPI `mcp`, `MCPServer`), for
-tool-health's integration tests (integrations/tests/mcp_sdk/).
+"""An MCP server written with the official Python SDK (PyPI `mcp`, `MCPServer`; or `FastMCP` of
+the SDK's 1.x line, the handshake era, when that is the `mcp` installed), for tool-health's
+integration tests (integrations/tests/mcp_sdk/, the gateway's).
 
     python server.py stdio
     python server.py http PORT        # streamable HTTP on 127.0.0.1:PORT, path /mcp
@@ -18,25 +19,58 @@ from collections import Counter
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
 
 methods: Counter[str] = Counter()
 tools: Counter[str] = Counter()
 state = {"broken": True}
 
 
+def counted(method: str, name: Any) -> None:
+    """Counts one inbound request (`name`: the tool of a `tools/call`)."""
+    if name != "seen":
+        methods[method] += 1
+        if name is not None:
+            tools[str(name)] += 1
+
+
 async def count(ctx: Any, call_next: Any) -> Any:
     """Counts every inbound request (not notifications) before the SDK validates it."""
     if ctx.request_id is not None:
-        name = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
-        if name != "seen":
-            methods[ctx.method] += 1
-            if name is not None:
-                tools[str(name)] += 1
+        counted(ctx.method, (ctx.params or {}).get("name") if ctx.method == "tools/call" else None)
     return await call_next(ctx)
 
 
-server = MCPServer("tool-health-python-fixture", middleware=[count], log_level="WARNING")
+try:
+    from mcp.server.mcpserver import MCPServer
+
+    V1 = False
+    server: Any = MCPServer("tool-health-python-fixture", middleware=[count], log_level="WARNING")
+except ImportError:
+    # The SDK's 1.x line (`FastMCP`, the handshake era only): no middleware; the requests its
+    # handlers receive are counted instead (`initialize` is the session's, not counted).
+    from mcp.server.fastmcp import FastMCP
+
+    V1 = True
+    server = FastMCP("tool-health-python-fixture", log_level="WARNING")
+
+
+def count_v1() -> None:
+    """1.x: wraps every request handler of the low-level server to count what it receives."""
+    handlers = server._mcp_server.request_handlers
+    for kind, handler in list(handlers.items()):
+
+        def wrap(handler: Any) -> Any:
+            async def counting(request: Any) -> Any:
+                # The SDK calls its own list handler with `None` to cache the tool definitions.
+                method = getattr(request, "method", None)
+                if method is not None:
+                    params = getattr(request, "params", None)
+                    counted(method, getattr(params, "name", None) if method == "tools/call" else None)
+                return await handler(request)
+
+            return counting
+
+        handlers[kind] = wrap(handler)
 
 
 @server.tool()
@@ -88,8 +122,15 @@ def seen() -> str:
 
 
 if __name__ == "__main__":
+    if V1:
+        count_v1()
     if len(sys.argv) >= 3 and sys.argv[1] == "http":
         print(f"listening on 127.0.0.1:{sys.argv[2]}", file=sys.stderr, flush=True)
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        if V1:
+            server.settings.host = "127.0.0.1"
+            server.settings.port = int(sys.argv[2])
+            server.run("streamable-http")
+        else:
+            server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")

@@ -20,8 +20,7 @@ use futures_util::future::join_all;
 use rmcp::model::{
     ClientRequest, ErrorCode, ListResourceTemplatesResult, ListResourcesResult,
     ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Resource,
-    ResourceContents, ResourceTemplate, ResultType, ServerResult, SubscribeRequest,
-    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    ResourceContents, ResourceTemplate, ResultType, ServerResult,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -255,12 +254,9 @@ impl GatewayServer {
                 None,
             )),
             Subscribed::First => {
-                let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(
-                    SubscribeRequestParams::new(routed.uri.clone()),
-                ));
                 let what = format!("`resources/subscribe` of `{}`", names::printable(uri, 300));
-                match u.request(request, &what).await {
-                    Ok(_) => Ok(()),
+                match u.watch_resource(&routed.uri, true, &what).await {
+                    Ok(()) => Ok(()),
                     Err(e) => {
                         self.gw
                             .hosts
@@ -283,14 +279,11 @@ impl GatewayServer {
             .subscriptions
             .unsubscribe(self.host, &u.name, &routed.uri)
         {
-            let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
-                UnsubscribeRequestParams::new(routed.uri.clone()),
-            ));
             let what = format!(
                 "`resources/unsubscribe` of `{}`",
                 names::printable(uri, 300)
             );
-            u.request(request, &what).await?;
+            u.watch_resource(&routed.uri, false, &what).await?;
         }
         Ok(())
     }

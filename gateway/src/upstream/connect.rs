@@ -17,8 +17,7 @@ use rmcp::model::{
     ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RequestContext,
-    RunningService,
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RequestContext, RunningService,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;

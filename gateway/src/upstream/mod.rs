@@ -18,7 +18,7 @@
 //! | `set.rs` | the set of upstreams and their supervisors, changed by a reload |
 //! | `reload.rs` | one upstream's part of a reload: new settings live, a new launch restarted, removal; the drain of calls under way |
 //! | `connect.rs` | one connection: a child process or an HTTP endpoint, and the handshake |
-//! | `listen.rs` | a MCP 2026-07-28 server's changes, on the `subscriptions/listen` stream the gateway opens |
+//! | `listen.rs` | a MCP 2026-07-28 server's changes and the updates of the resources hosts subscribed to, on the `subscriptions/listen` stream the gateway opens |
 //! | `freshness.rs` | how long its part of a host's list stays as it is (`ttlMs`, `cacheScope`) |
 //! | `process.rs` | a stdio upstream's process group, stopped gently and whole |
 //! | `stderr.rs` | its stderr: to the log at DEBUG, the last lines kept for `last_error` |
@@ -125,6 +125,9 @@ pub(crate) struct Upstream {
     busy: InFlight,
     /// A reload gave it a new launch: the supervisor restarts it.
     relaunch: tokio::sync::Notify,
+    /// The resources hosts hold subscriptions to changed: a MCP 2026-07-28 server's listen
+    /// stream is opened again naming them (`listen.rs`).
+    relisten: tokio::sync::Notify,
     /// A reload removed it: the supervisor stops it for good.
     removed: CancellationToken,
 }
@@ -240,6 +243,7 @@ impl Upstream {
             retryable: ArcSwap::from_pointee(HashSet::new()),
             busy: InFlight::default(),
             relaunch: tokio::sync::Notify::new(),
+            relisten: tokio::sync::Notify::new(),
             removed: CancellationToken::new(),
             config: ArcSwap::from_pointee(config),
         })

@@ -19,7 +19,6 @@ use rmcp::model::{
     ClientRequest, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
     PaginatedRequestParams, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
     SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
-    UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::ServiceError;
 use rmcp::ErrorData as McpError;
@@ -344,12 +343,8 @@ impl Upstream {
         let me = Arc::clone(self);
         let uri = uri.to_owned();
         tokio::spawn(async move {
-            let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
-                UnsubscribeRequestParams::new(uri.clone()),
-            ));
-            let _ = me
-                .request(request, &format!("`resources/unsubscribe` of `{uri}`"))
-                .await;
+            let what = format!("`resources/unsubscribe` of `{uri}`");
+            let _ = me.watch_resource(&uri, false, &what).await;
         });
     }
 
@@ -362,7 +357,10 @@ impl Upstream {
             .hosts
             .servers_level()
             .filter(|_| caps.logging.is_some());
-        let uris = if caps.resources.as_ref().and_then(|r| r.subscribe) == Some(true) {
+        // On MCP 2026-07-28 the listen stream names them (`listen.rs`).
+        let uris = if caps.resources.as_ref().and_then(|r| r.subscribe) == Some(true)
+            && !self.listens_now()
+        {
             self.hosts.subscriptions.of_server(&self.name)
         } else {
             Vec::new()

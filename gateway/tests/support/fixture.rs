@@ -15,12 +15,15 @@
 //! tools are listed with `GATEWAY_TEST_TOOLS=passthrough` in its environment): `log` sends
 //! a log message at the level its `level` says (logger `fixture`); `roots` asks its host for
 //! its roots and answers their URIs (or the error); `touch` says resource
-//! `fixture://note` changed (to a subscriber); `die_ro` (marked read-only) ends the process
+//! `fixture://note` changed (to a subscriber: on MCP 2026-07-28, on the `subscriptions/listen`
+//! streams that name it, whose resources `seen` reports as `listening`); `die_ro` (marked read-only) ends the process
 //! mid-call every time; `die_once` (marked idempotent) ends it the first time only — the file
 //! `GATEWAY_TEST_MARK` names remembers it across processes. Resources: `fixture://note`, the
 //! template `fixture://notes/{id}`, `fixture://hang` (never answers); prompt `greet` (argument
 //! `name`, completed with `Ada`, `Alan`); every `notifications/cancelled` it receives is counted
-//! in `seen` as a method.
+//! in `seen` as a method. It speaks MCP 2026-07-28 (the gateway's probe finds it), or with
+//! `GATEWAY_TEST_ERA=handshake` the handshake era only: a server of 2026-07-28 sends no request
+//! to its client (`roots` answers rmcp's error), so the relay of such requests is tested there.
 
 #![allow(deprecated)] // logging and resource subscriptions: deprecated by SEP-2577, what hosts use
 
@@ -34,12 +37,13 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResourceUpdatedNotificationParam, Role, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, Role, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
@@ -49,6 +53,8 @@ pub const ROLE: &str = "GATEWAY_TEST_ROLE";
 /// With `passthrough` in it, the fixture also lists `log`, `touch`, `roots`, `die_ro`, `die_once`
 /// (the other tests count its nine tools).
 pub const TOOLS: &str = "GATEWAY_TEST_TOOLS";
+/// `handshake`: the fixture speaks the protocols of the `initialize` handshake only.
+pub const ERA: &str = "GATEWAY_TEST_ERA";
 
 /// The fixture's state.
 #[derive(Clone, Default)]
@@ -58,6 +64,13 @@ pub struct Fixture {
     dropped: Arc<AtomicBool>,
     methods: Arc<Mutex<BTreeMap<String, u64>>>,
     tools: Arc<Mutex<BTreeMap<String, u64>>>,
+    /// The `subscriptions/listen` streams open now (MCP 2026-07-28), by request id.
+    listens: Arc<Mutex<Vec<(String, SubscriptionSink)>>>,
+}
+
+/// `GATEWAY_TEST_ERA=handshake`.
+fn handshake_era() -> bool {
+    std::env::var(ERA).as_deref() == Ok("handshake")
 }
 
 fn schema(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -69,6 +82,24 @@ fn text(t: impl Into<String>) -> CallToolResult {
 }
 
 impl Fixture {
+    /// The resources the open listen streams name, sorted.
+    fn listening(&self) -> Vec<String> {
+        let mut uris: Vec<String> = self
+            .listens
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|(_, sink)| {
+                sink.accepted()
+                    .resource_subscriptions
+                    .clone()
+                    .unwrap_or_default()
+            })
+            .collect();
+        uris.sort();
+        uris
+    }
+
     fn count(&self, method: &str) {
         *self
             .methods
@@ -116,6 +147,14 @@ impl ServerHandler for Fixture {
         _context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
         self.count("server/discover");
+        if handshake_era() {
+            // As a server of that era: it knows no `server/discover`.
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "server/discover",
+                None,
+            ));
+        }
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             self.get_info(),
@@ -226,6 +265,36 @@ impl ServerHandler for Fixture {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.count("resources/unsubscribe");
+        Ok(())
+    }
+
+    /// With `GATEWAY_TEST_ERA=handshake`, the handshake era only (up to 2025-11-25): the
+    /// gateway's probe finds no 2026-07-28 and opens it with `initialize`.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if handshake_era() {
+            ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25).into()
+        } else {
+            ProtocolVersion::KNOWN_VERSIONS.into()
+        }
+    }
+
+    /// MCP 2026-07-28's subscriptions: whatever is asked.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.count("subscriptions/listen");
+        let id = context.sink().id().to_string();
+        self.listens
+            .lock()
+            .unwrap()
+            .push((id.clone(), context.sink().clone()));
+        context.cancelled().await;
+        self.listens.lock().unwrap().retain(|(i, _)| *i != id);
         Ok(())
     }
 
@@ -364,18 +433,36 @@ impl ServerHandler for Fixture {
                 Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
             },
             "touch" => {
-                let _ = context
-                    .peer
-                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(
-                        "fixture://note",
-                    ))
-                    .await;
+                // On MCP 2026-07-28 on the listen streams that name it; before, on the session.
+                if context
+                    .protocol_version()
+                    .is_some_and(|v| !v.has_initialize())
+                {
+                    let sinks: Vec<SubscriptionSink> = self
+                        .listens
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .map(|(_, sink)| sink.clone())
+                        .collect();
+                    for sink in sinks {
+                        let _ = sink.notify_resource_updated("fixture://note").await;
+                    }
+                } else {
+                    let _ = context
+                        .peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                            "fixture://note",
+                        ))
+                        .await;
+                }
                 text("touched")
             }
             "seen" => text(
                 json!({
                     "methods": *self.methods.lock().unwrap(),
                     "tools": *self.tools.lock().unwrap(),
+                    "listening": self.listening(),
                 })
                 .to_string(),
             ),

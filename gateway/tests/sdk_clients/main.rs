@@ -727,8 +727,13 @@ async fn a_reload_adds_and_removes_servers_under_the_same_session(sdk: Sdk, via:
         host.result("py__ok", json!({})).await,
         (false, "fine".into())
     );
-    let reloads = host.api("/v1/servers").await["reloads"].clone();
-    assert_eq!(reloads["applied"], 2, "{reloads}");
+    // The reload is counted once the removed server stopped: hosts are told before (an rmcp
+    // server with a listen stream open outlives its closed stdin until SIGTERM, 2 s later).
+    let reloads = eventually("the removal applied", WAIT, || async {
+        let reloads = host.api("/v1/servers").await["reloads"].clone();
+        (reloads["applied"] == 2).then_some(reloads)
+    })
+    .await;
     assert_eq!(
         reloads["last"]["changes"], "removed `rs`; 1 server unchanged",
         "{reloads}"

@@ -29,8 +29,8 @@ use serde_json::{json, Value};
 use crate::breakers::{after_change, seen};
 use crate::supervise::server;
 use crate::support::{
-    call, eventually, free_port, http, list, node2, rmcp_http, seen_count, signal, skip, text,
-    upstream, workspace, Changes, Gateway, Log, REFUSAL, WAIT,
+    call, eventually, every_server_connected, free_port, http, list, node2, rmcp_http, seen_count,
+    signal, skip, text, upstream, workspace, Changes, Gateway, Log, REFUSAL, WAIT,
 };
 
 /// An SDK's server over streamable HTTP on 127.0.0.1:`port`.
@@ -77,11 +77,7 @@ impl Drop for Stopped {
 async fn all_connected(gw: &Gateway) {
     eventually("every server connected", WAIT, || async {
         let (_, v) = gw.get("/v1/servers").await;
-        v["servers"]
-            .as_array()?
-            .iter()
-            .all(|s| s["connected"] == true)
-            .then_some(())
+        every_server_connected(&v)
     })
     .await;
 }

@@ -51,8 +51,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Notify};
 
 use support::{
-    eventually, gateway_bin, http, kill, listening_port, seen_count, skip, trial, upstream,
-    write_config, Log, REFUSAL, WAIT,
+    eventually, every_server_connected, gateway_bin, http, kill, listening_port, seen_count, skip,
+    trial, upstream, write_config, Log, REFUSAL, WAIT,
 };
 
 /// The SDK a client is written with, and the protocol era it speaks.
@@ -391,12 +391,7 @@ async fn a_sick_tool_leaves_the_list_and_comes_back(sdk: Sdk, via: Via) {
     // The first list may come before a slow server is up (`tools/list` waits for the first
     // attempts only so long): wait until all three are.
     eventually("every server connected", WAIT, || async {
-        let v = host.api("/v1/servers").await;
-        v["servers"]
-            .as_array()?
-            .iter()
-            .all(|s| s["connected"] == true)
-            .then_some(())
+        every_server_connected(&host.api("/v1/servers").await)
     })
     .await;
     let names = host.list().await;
@@ -502,12 +497,7 @@ async fn a_dead_upstream_leaves_the_list_restarts_and_comes_back(sdk: Sdk, via: 
     });
     let mut host = Host::start(sdk, via, &config).await;
     eventually("every server connected", WAIT, || async {
-        let v = host.api("/v1/servers").await;
-        v["servers"]
-            .as_array()?
-            .iter()
-            .all(|s| s["connected"] == true)
-            .then_some(())
+        every_server_connected(&host.api("/v1/servers").await)
     })
     .await;
     let names = host.list().await;
@@ -602,12 +592,7 @@ async fn a_hang_times_out_and_mistakes_never_count(sdk: Sdk, via: Via) {
     });
     let mut host = Host::start(sdk, via, &config).await;
     eventually("every server connected", WAIT, || async {
-        let v = host.api("/v1/servers").await;
-        v["servers"]
-            .as_array()?
-            .iter()
-            .all(|s| s["connected"] == true)
-            .then_some(())
+        every_server_connected(&host.api("/v1/servers").await)
     })
     .await;
     let _ = host.list().await;

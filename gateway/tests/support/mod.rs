@@ -148,29 +148,7 @@ pub const TYPESCRIPT_SDK_2: &str = "2.4.0";
 
 /// The Python with the MCP SDK, or why there is none.
 pub fn python() -> Result<PathBuf, String> {
-    let program = std::env::var_os("TOOL_HEALTH_MCP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("mcp/venv/bin/python"));
-    let out = std::process::Command::new(&program)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .output();
-    match out {
-        Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == PYTHON_SDK => {
-            Ok(program)
-        }
-        Ok(o) if o.status.success() => Err(format!(
-            "{} has mcp {}, the tests pin {PYTHON_SDK} (bash scripts/mcp_sdks.sh)",
-            program.display(),
-            String::from_utf8_lossy(&o.stdout).trim()
-        )),
-        _ => Err(format!(
-            "no Python with the MCP SDK at {} (bash scripts/mcp_sdks.sh, or set TOOL_HEALTH_MCP_PYTHON)",
-            program.display()
-        )),
-    }
+    sdk_python("TOOL_HEALTH_MCP_PYTHON", "mcp/venv", PYTHON_SDK)
 }
 
 /// The SDK's 1.x line (`FastMCP`, the handshake era only) the gateway's tests pin.
@@ -178,9 +156,15 @@ pub const PYTHON_SDK_1: &str = "1.30.0";
 
 /// The Python with the MCP SDK's 1.x line (`target/mcp/venv1`), or why there is none.
 pub fn python1() -> Result<PathBuf, String> {
-    let program = std::env::var_os("TOOL_HEALTH_MCP_PYTHON1")
+    sdk_python("TOOL_HEALTH_MCP_PYTHON1", "mcp/venv1", PYTHON_SDK_1)
+}
+
+/// The Python `var` names (else the venv `venv` under the target directory) when its `mcp` is
+/// `version`, or why not.
+fn sdk_python(var: &str, venv: &str, version: &str) -> Result<PathBuf, String> {
+    let program = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("mcp/venv1/bin/python"));
+        .unwrap_or_else(|| target_dir().join(venv).join("bin/python"));
     let out = std::process::Command::new(&program)
         .args([
             "-c",
@@ -188,13 +172,16 @@ pub fn python1() -> Result<PathBuf, String> {
         ])
         .output();
     match out {
-        Ok(o)
-            if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == PYTHON_SDK_1 =>
-        {
+        Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == version => {
             Ok(program)
         }
+        Ok(o) if o.status.success() => Err(format!(
+            "{} has mcp {}, the tests pin {version} (bash scripts/mcp_sdks.sh)",
+            program.display(),
+            String::from_utf8_lossy(&o.stdout).trim()
+        )),
         _ => Err(format!(
-            "no Python with the MCP SDK {PYTHON_SDK_1} at {} (bash scripts/mcp_sdks.sh, or set TOOL_HEALTH_MCP_PYTHON1)",
+            "no Python with the MCP SDK {version} at {} (bash scripts/mcp_sdks.sh, or set {var})",
             program.display()
         )),
     }
@@ -488,6 +475,15 @@ impl Gateway {
         )
         .await
     }
+}
+
+/// `Some` when every server of a `/v1/servers` answer is connected (for [`eventually`]).
+pub fn every_server_connected(answer: &Value) -> Option<()> {
+    answer["servers"]
+        .as_array()?
+        .iter()
+        .all(|s| s["connected"] == true)
+        .then_some(())
 }
 
 /// Waits until `check` returns `Some`, asking every 50 ms, at most `timeout`.

@@ -42,7 +42,7 @@ GATEWAY_LAYERS = [
     ["cli", "names", "healthcheck", "signals", "progress", "served"],
     ["config"],
     ["notify", "token", "reloads"],
-    ["probes"],
+    ["probes", "relay"],
     ["upstream"],
     ["telemetry"],
     ["gateway"],

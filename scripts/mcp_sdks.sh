@@ -13,9 +13,11 @@
 # * the TypeScript SDK 2.x: `npm ci` in integrations/servers/typescript-2 (its committed
 #   package-lock.json: @modelcontextprotocol/server and @modelcontextprotocol/client 2.4.0,
 #   MCP 2026-07-28 on both sides; the gateway's protocol tests). Needs Node 20 or later;
-# * the reference server `@modelcontextprotocol/server-everything` 2026.8.31 (`npm ci` in
-#   integrations/servers/everything: its long-running tool sends progress, the gateway's
-#   progress test; over streamable HTTP, the gateway's reconnection tests).
+# * the reference servers `@modelcontextprotocol/server-everything` and
+#   `@modelcontextprotocol/server-filesystem` 2026.8.31 (`npm ci` in
+#   integrations/servers/everything: server-everything exercises every feature — the gateway's
+#   progress, pass-through and relay tests; over streamable HTTP, its reconnection tests —
+#   and both are what the pass-through comparison surveys, directly and through the gateway).
 #
 #   bash scripts/mcp_sdks.sh
 set -euo pipefail
@@ -47,10 +49,10 @@ if ! node -e 'const s = require("./'"$TS2"'/node_modules/@modelcontextprotocol/s
   (cd "$TS2" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 EVERYTHING=integrations/servers/everything
-if ! node -e 'process.exit(require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version === "2026.8.31" ? 0 : 1)' 2>/dev/null; then
-  echo "mcp_sdks.sh: installing server-everything into $EVERYTHING/node_modules" >&2
+if ! node -e 'const m = "./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/"; process.exit(require(m + "server-everything/package.json").version === "2026.8.31" && require(m + "server-filesystem/package.json").version === "2026.8.31" ? 0 : 1)' 2>/dev/null; then
+  echo "mcp_sdks.sh: installing server-everything and server-filesystem into $EVERYTHING/node_modules" >&2
   (cd "$EVERYTHING" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 "$VENV/bin/python" -c 'import importlib.metadata as m; print("python mcp", m.version("mcp"))'
 "$VENV1/bin/python" -c 'import importlib.metadata as m; print("python mcp (1.x)", m.version("mcp"))'
-node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version, "; typescript sdk 2.x server", require("./'"$TS2"'/node_modules/@modelcontextprotocol/server/package.json").version, "client", require("./'"$TS2"'/node_modules/@modelcontextprotocol/client/package.json").version, "; server-everything", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version)'
+node -e 'console.log("typescript sdk", require("./'"$TS"'/node_modules/@modelcontextprotocol/sdk/package.json").version, "and", require("./'"$TS"'/node_modules/sdk-1-20/package.json").version, "; typescript sdk 2.x server", require("./'"$TS2"'/node_modules/@modelcontextprotocol/server/package.json").version, "client", require("./'"$TS2"'/node_modules/@modelcontextprotocol/client/package.json").version, "; server-everything", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-everything/package.json").version, "; server-filesystem", require("./'"$EVERYTHING"'/node_modules/@modelcontextprotocol/server-filesystem/package.json").version)'

@@ -45,6 +45,7 @@ mod names;
 mod notify;
 mod probes;
 mod progress;
+mod relay;
 mod reload;
 mod reloads;
 mod served;

@@ -125,6 +125,177 @@ pub(crate) fn key_of(name: &str, is_server: impl Fn(&str) -> bool) -> Option<Str
     is_server(server).then(|| format!("{server}{}{tool}", tool_health::mcp::KEY_SEPARATOR))
 }
 
+/// The longest prompt name (with its prefix) and URI the gateway takes or shows.
+pub(crate) const MAX_PROMPT_NAME: usize = 1_024;
+/// The longest URI (with its prefix) the gateway takes or shows.
+pub(crate) const MAX_URI: usize = 8_192;
+
+/// The scheme of the URIs the gateway shows for its servers' resources:
+/// `tool-health://{server}/{the server's own URI}`.
+pub(crate) const URI_SCHEME: &str = "tool-health://";
+
+/// The name shown to hosts for prompt `prompt` of `server`: `{server}__{prompt}`, the tools'
+/// rule. A prompt's own name may hold any character MCP allows in one (prompts are not
+/// forwarded to model APIs as functions); a control character or an empty name is refused.
+pub(crate) fn shown_prompt(server: &str, prompt: &str) -> Result<String, NameError> {
+    if prompt.is_empty() {
+        return Err(NameError::Invalid("the prompt's name is empty".to_owned()));
+    }
+    if prompt.chars().any(char::is_control) {
+        return Err(NameError::Invalid(
+            "the prompt's name contains a control character".to_owned(),
+        ));
+    }
+    let len = server.len() + SEPARATOR.len() + prompt.len();
+    if len > MAX_PROMPT_NAME {
+        return Err(NameError::Invalid(format!(
+            "`{server}{SEPARATOR}` and the prompt's name make {len} bytes, at most {MAX_PROMPT_NAME}"
+        )));
+    }
+    Ok(format!("{server}{SEPARATOR}{prompt}"))
+}
+
+/// Splits a shown prompt name into `(server, prompt)`.
+pub(crate) fn split_prompt(name: &str) -> Result<(&str, &str), NameError> {
+    if name.len() > MAX_PROMPT_NAME {
+        return Err(NameError::Invalid(format!(
+            "the prompt name is {} bytes long, at most {MAX_PROMPT_NAME}",
+            name.len()
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(NameError::Invalid(
+            "the prompt name contains a control character".to_owned(),
+        ));
+    }
+    match name.split_once(SEPARATOR) {
+        Some((server, prompt)) if !server.is_empty() && !prompt.is_empty() => Ok((server, prompt)),
+        _ => Err(NameError::NoServer),
+    }
+}
+
+/// The URI shown to hosts for `uri` of `server` (a resource's, or a template's):
+/// `tool-health://{server}/{uri}`. `None` for a URI too long to show.
+pub(crate) fn shown_uri(server: &str, uri: &str) -> Option<String> {
+    let len = URI_SCHEME.len() + server.len() + 1 + uri.len();
+    (len <= MAX_URI).then(|| format!("{URI_SCHEME}{server}/{uri}"))
+}
+
+/// A URI a host sent: the gateway's form (`tool-health://{server}/{uri}`) split into the
+/// server and its own URI, or the URI as it is (a server's own URI, copied from a tool's
+/// result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HostUri<'a> {
+    /// `tool-health://{server}/{uri}`.
+    Shown { server: &'a str, uri: &'a str },
+    /// Any other URI.
+    Raw(&'a str),
+}
+
+/// Reads a URI a host sent (see [`HostUri`]). The scheme is matched without regard to case
+/// (URI schemes are case-insensitive).
+pub(crate) fn host_uri(uri: &str) -> Result<HostUri<'_>, NameError> {
+    if uri.is_empty() {
+        return Err(NameError::Invalid("the URI is empty".to_owned()));
+    }
+    if uri.len() > MAX_URI {
+        return Err(NameError::Invalid(format!(
+            "the URI is {} bytes long, at most {MAX_URI}",
+            uri.len()
+        )));
+    }
+    if uri.chars().any(char::is_control) {
+        return Err(NameError::Invalid(
+            "the URI contains a control character".to_owned(),
+        ));
+    }
+    let scheme = URI_SCHEME.len();
+    if uri.len() >= scheme
+        && uri.is_char_boundary(scheme)
+        && uri[..scheme].eq_ignore_ascii_case(URI_SCHEME)
+    {
+        return match uri[scheme..].split_once('/') {
+            Some((server, rest)) if !server.is_empty() && !rest.is_empty() => {
+                Ok(HostUri::Shown { server, uri: rest })
+            }
+            _ => Err(NameError::Invalid(format!(
+                "a gateway URI is {URI_SCHEME}{{server}}/{{the server's own URI}}"
+            ))),
+        };
+    }
+    Ok(HostUri::Raw(uri))
+}
+
+/// The longest resource template [`fits_template`] matches (a longer one fits nothing).
+const MAX_TEMPLATE: usize = 1_024;
+
+/// Whether `uri` fits `template` (RFC 6570, levels 1 to 4, as resource templates use it): the
+/// literal parts match exactly, a simple `{var}` stands for one or more characters other than
+/// `/`, `?` and `#`, every other expression (`{+var}`, `{#var}`, `{/var}`, `{?var}`, …) for
+/// any run of characters. Used to find which server a URI of a template belongs to. Linear in
+/// the URI for each piece of the template (the reachable positions are carried as a set, never
+/// by backtracking); a template over [`MAX_TEMPLATE`] bytes fits nothing.
+pub(crate) fn fits_template(template: &str, uri: &str) -> bool {
+    if template.len() > MAX_TEMPLATE {
+        return false;
+    }
+    let bytes = uri.as_bytes();
+    let n = bytes.len();
+    // Positions of `uri` the template's pieces so far can end at.
+    let mut at = vec![false; n + 1];
+    at[0] = true;
+    let mut rest = template;
+    loop {
+        let (literal, op, next) = match rest.find('{') {
+            Some(open) => match rest[open..].find('}') {
+                Some(close) => {
+                    let expr = &rest[open + 1..open + close];
+                    let op = expr.chars().next().filter(|c| "+#./;?&".contains(*c));
+                    (
+                        &rest[..open],
+                        Some(op.unwrap_or('s')),
+                        &rest[open + close + 1..],
+                    )
+                }
+                None => (rest, None, ""),
+            },
+            None => (rest, None, ""),
+        };
+        let lit = literal.as_bytes();
+        let mut after = vec![false; n + 1];
+        for p in (0..=n).filter(|&p| at[p]) {
+            if bytes[p..].starts_with(lit) {
+                after[p + lit.len()] = true;
+            }
+        }
+        let Some(op) = op else {
+            return after[n];
+        };
+        // The expression's value: one or more non-`/?#` characters for a simple one, any run
+        // (empty too) for the others.
+        let mut next_at = vec![false; n + 1];
+        let mut open = false;
+        for q in 0..=n {
+            if op == 's' {
+                if open {
+                    next_at[q] = uri.is_char_boundary(q);
+                }
+                if q < n && matches!(bytes[q], b'/' | b'?' | b'#') {
+                    open = false;
+                }
+                if after[q] && q < n && !matches!(bytes[q], b'/' | b'?' | b'#') {
+                    open = true;
+                }
+            } else {
+                open |= after[q];
+                next_at[q] = open && uri.is_char_boundary(q);
+            }
+        }
+        at = next_at;
+        rest = next;
+    }
+}
+
 /// A byte for an error message, never echoing a control character.
 fn describe_byte(c: u8) -> String {
     if c.is_ascii_graphic() || c == b' ' {
@@ -207,6 +378,67 @@ mod tests {
             split(&"a".repeat(129)),
             Err(NameError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn prompts_take_the_tools_rule() {
+        assert_eq!(
+            shown_prompt("ev", "simple-prompt").unwrap(),
+            "ev__simple-prompt"
+        );
+        assert_eq!(split_prompt("ev__a b__c"), Ok(("ev", "a b__c")));
+        assert!(matches!(split_prompt("nope"), Err(NameError::NoServer)));
+        assert!(matches!(
+            shown_prompt("ev", "a\nb"),
+            Err(NameError::Invalid(_))
+        ));
+        assert!(matches!(
+            split_prompt("ev__a\u{7}"),
+            Err(NameError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn uris_are_prefixed_and_read_back() {
+        let shown = shown_uri("ev", "demo://resource/static/document/a.md").unwrap();
+        assert_eq!(
+            shown,
+            "tool-health://ev/demo://resource/static/document/a.md"
+        );
+        assert_eq!(
+            host_uri(&shown),
+            Ok(HostUri::Shown {
+                server: "ev",
+                uri: "demo://resource/static/document/a.md"
+            })
+        );
+        assert_eq!(
+            host_uri("TOOL-HEALTH://fs/file:///tmp/x"),
+            Ok(HostUri::Shown {
+                server: "fs",
+                uri: "file:///tmp/x"
+            })
+        );
+        assert_eq!(host_uri("file:///tmp/x"), Ok(HostUri::Raw("file:///tmp/x")));
+        assert!(host_uri("tool-health://ev").is_err());
+        assert!(host_uri("tool-health:///x").is_err());
+        assert!(host_uri("").is_err());
+        assert!(host_uri("a\u{0}b").is_err());
+        assert!(shown_uri("ev", &"x".repeat(MAX_URI)).is_none());
+    }
+
+    #[test]
+    fn templates_fit_their_uris_only() {
+        let t = "demo://resource/dynamic/text/{resourceId}";
+        assert!(fits_template(t, "demo://resource/dynamic/text/1"));
+        assert!(!fits_template(t, "demo://resource/dynamic/text/"));
+        assert!(!fits_template(t, "demo://resource/dynamic/text/1/2"));
+        assert!(!fits_template(t, "demo://resource/dynamic/blob/1"));
+        assert!(fits_template("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(fits_template("x://{a}/{b}{?q}", "x://1/2?q=3"));
+        assert!(fits_template("x://{a}/{b}{?q}", "x://1/2"));
+        assert!(!fits_template("x://{a}", "y://1"));
+        assert!(fits_template("plain://uri", "plain://uri"));
     }
 
     #[test]

@@ -42,29 +42,32 @@ impl std::fmt::Debug for ProgressRoutes {
 }
 
 /// A call's route: [`tell`](Self::tell) gives the library client what to do with the token
-/// its request is sent with; dropping the route (the call ended) forgets it after [`GRACE`].
+/// its request is sent with (once per attempt: a call retried on a new connection is sent
+/// again); dropping the route (the call ended) forgets it after [`GRACE`].
 #[derive(Debug)]
 pub(crate) struct Route {
     routes: Arc<ProgressRoutes>,
-    /// The upstream's token, once the request is sent.
-    token: Arc<Mutex<Option<ProgressToken>>>,
+    /// The host and its token.
+    host: Peer<RoleServer>,
+    host_token: ProgressToken,
+    /// The upstream's tokens, once each attempt is sent.
+    tokens: Arc<Mutex<Vec<ProgressToken>>>,
 }
 
 impl Route {
     /// What the client calls with the token of the request it sent: from then on, that
-    /// token's progress goes to `host` under `host_token`.
-    pub(crate) fn tell(
-        &self,
-        host: Peer<RoleServer>,
-        host_token: ProgressToken,
-    ) -> impl FnOnce(&ProgressToken) + Send + 'static {
+    /// token's progress goes to the host under the host's token.
+    pub(crate) fn tell(&self) -> impl FnOnce(&ProgressToken) + Send + 'static {
         let routes = Arc::clone(&self.routes);
-        let slot = Arc::clone(&self.token);
+        let slot = Arc::clone(&self.tokens);
+        let (host, host_token) = (self.host.clone(), self.host_token.clone());
         move |token: &ProgressToken| {
             let mut map = routes.lock();
             if map.len() < MAX_ROUTES {
                 map.insert(token.clone(), (host, host_token));
-                *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(token.clone());
+                slot.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(token.clone());
             }
         }
     }
@@ -72,25 +75,26 @@ impl Route {
 
 impl Drop for Route {
     fn drop(&mut self) {
-        let Some(token) = self
-            .token
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
+        let tokens =
+            std::mem::take(&mut *self.tokens.lock().unwrap_or_else(PoisonError::into_inner));
+        if tokens.is_empty() {
             return;
-        };
+        }
         let routes = Arc::clone(&self.routes);
+        let forget = move || {
+            let mut map = routes.lock();
+            for token in &tokens {
+                map.remove(token);
+            }
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
                     tokio::time::sleep(GRACE).await;
-                    routes.lock().remove(&token);
+                    forget();
                 });
             }
-            Err(_) => {
-                routes.lock().remove(&token);
-            }
+            Err(_) => forget(),
         }
     }
 }
@@ -100,11 +104,18 @@ impl ProgressRoutes {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A route for a call (bound to its upstream token when the request is sent).
-    pub(crate) fn route(self: &Arc<Self>) -> Route {
+    /// A route for a call of `host`, which asked for progress under `host_token` (bound to
+    /// its upstream token when the request is sent).
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        host: Peer<RoleServer>,
+        host_token: ProgressToken,
+    ) -> Route {
         Route {
             routes: Arc::clone(self),
-            token: Arc::default(),
+            host,
+            host_token,
+            tokens: Arc::default(),
         }
     }
 

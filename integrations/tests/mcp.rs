@@ -9,12 +9,17 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ReadResourceRequest,
+    ReadResourceRequestParams,
+};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tool_health::mcp::{is_refusal, server_registry, SchemaCheck, ToolHealthClient};
+use tool_health::mcp::{
+    is_refusal, is_refusal_error, server_registry, SchemaCheck, ToolHealthClient,
+};
 use tool_health::{BreakerState, ToolHealthLayer, ToolHealthRegistry};
 use tool_health_integrations::mcp_demo::{self, Demo};
 use tool_health_integrations::{calls, registry, subscriber};
@@ -181,6 +186,75 @@ async fn a_server_that_never_answers_times_out_and_a_dropped_call_gives_its_prob
             "layer: {with_layer}: the probe was not given back"
         );
         task.abort();
+        let _ = running.cancel().await;
+    }
+}
+
+/// `request` (any request but a tool's call) goes through the server's breaker: an answer, a
+/// JSON-RPC error too, is the server answering; a closed connection is its failure; no tool
+/// counts either. While the breaker refuses nothing is sent (a refusal error, retry time in
+/// `data`), and once the cooldown is over a `ping` probes the server before the request.
+#[tokio::test]
+async fn a_request_other_than_a_call_counts_for_the_server_only_and_is_refused_while_it_refuses() {
+    for with_layer in [true, false] {
+        let (clock, registry) = registry(3);
+        let _guard = maybe_layer(with_layer, &registry);
+        let (task, running) = mcp_demo::in_process(Demo::new()).await.expect("serve");
+        let client = ToolHealthClient::new(running.peer().clone(), registry.clone()).server("demo");
+        let servers = server_registry(&registry);
+        let read = || {
+            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+                ReadResourceRequestParams::new("demo://nothing"),
+            ))
+        };
+
+        // The demo has no resources: its JSON-RPC error is an answer.
+        let r = client.request(read()).await;
+        assert!(
+            matches!(&r, Err(ServiceError::McpError(e)) if !is_refusal_error(e)),
+            "{r:?}"
+        );
+        let demo = servers.snapshot("demo").expect("tracked");
+        assert_eq!((demo.success_count, demo.failure_count), (1, 0));
+
+        // The server gone: each request a failure of the server's, the third opens its breaker.
+        task.abort();
+        let _ = task.await;
+        for _ in 0..3 {
+            let r = client.request(read()).await;
+            assert!(matches!(r, Err(ServiceError::TransportClosed)), "{r:?}");
+        }
+        assert_eq!(client.server_state(), BreakerState::Open);
+        let r = client.request(read()).await;
+        let Err(ServiceError::McpError(refused)) = r else {
+            panic!("refused: {r:?}");
+        };
+        assert!(is_refusal_error(&refused), "{refused:?}");
+        assert!(
+            refused.message.contains("resources/read") && refused.message.contains("demo"),
+            "{refused:?}"
+        );
+        assert_eq!(refused.data.as_ref().unwrap()["retryAfterMs"], 30_000);
+        // Nothing sent: the refusal is not a fourth failure.
+        assert_eq!(servers.snapshot("demo").expect("tracked").failure_count, 3);
+        // No tool: neither the client nor the layer made an entry for a request.
+        assert!(registry.snapshot("demo/resources/read").is_none());
+        assert!(registry.snapshot("resources/read").is_none());
+
+        // A new server after the cooldown: a ping probes it, then the request is sent.
+        let (task, restarted) = mcp_demo::in_process(Demo::new()).await.expect("serve");
+        let client = client.with_peer(restarted.peer().clone());
+        clock.advance(Duration::from_secs(30));
+        let r = client.request(read()).await;
+        assert!(
+            matches!(&r, Err(ServiceError::McpError(e)) if !is_refusal_error(e)),
+            "layer: {with_layer}: {r:?}"
+        );
+        assert_eq!(client.server_state(), BreakerState::Closed);
+        // The first read, the ping and the read after it.
+        assert_eq!(servers.snapshot("demo").expect("tracked").success_count, 3);
+        task.abort();
+        let _ = restarted.cancel().await;
         let _ = running.cancel().await;
     }
 }

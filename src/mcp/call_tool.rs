@@ -82,7 +82,21 @@ impl ToolHealthClient {
         params: CallToolRequestParams,
         progress: impl FnOnce(&rmcp::model::ProgressToken) + Send + 'static,
     ) -> Result<CallToolResult, ServiceError> {
-        let told: super::requests::TellProgress = Box::new(progress);
+        self.call_tool_told(params, move |_, token| progress(token))
+            .await
+    }
+
+    /// [`call_tool`](Self::call_tool), telling `sent` the JSON-RPC id and the `progressToken`
+    /// of the request once it is sent: what a proxy needs to pass the server's progress on
+    /// ([`call_tool_with_progress`](Self::call_tool_with_progress)) and to know which call a
+    /// request of the server belongs to (streamable HTTP carries it on the call's stream, and
+    /// rmcp's `InboundStreamOrigin` names the call by its id). Not called when nothing is sent.
+    pub async fn call_tool_told(
+        &self,
+        params: CallToolRequestParams,
+        sent: impl FnOnce(&rmcp::model::RequestId, &rmcp::model::ProgressToken) + Send + 'static,
+    ) -> Result<CallToolResult, ServiceError> {
+        let told: super::requests::TellProgress = Box::new(sent);
         super::requests::PROGRESS
             .scope(std::cell::RefCell::new(Some(told)), self.call_tool(params))
             .await

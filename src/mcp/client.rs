@@ -1,6 +1,7 @@
 //! [`ToolHealthClient`]: the type, its settings and what it shares between clones. What it
 //! does is a file per concern: `call_tool.rs` (one call), `list_tools.rs` (the tool list),
-//! `requests.rs` (the server's gate, `ping`, sending a request).
+//! `requests.rs` (the server's gate, `ping`, sending a request), `forward.rs` (every other
+//! request, through the server's breaker).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -228,7 +229,8 @@ impl ToolHealthClient {
         }
     }
 
-    /// The rmcp peer, for everything but `call_tool`, `list_tools` and `ping`.
+    /// The rmcp peer, for what goes past the breakers (notifications; a request sent here is
+    /// neither gated nor counted: [`request`](Self::request) is).
     pub fn peer(&self) -> &Peer<RoleClient> {
         &self.peer
     }

@@ -87,6 +87,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Every other request a proxy passes on (resources, prompts, completions, the logging level,
+//! subscriptions) goes through [`request`](ToolHealthClient::request): gated by the server's
+//! breaker and counted for the server only, never for a tool ([`is_refusal_error`] tells its
+//! refusal).
+//!
 //! A restarted server is a new peer: [`with_peer`](ToolHealthClient::with_peer) keeps the
 //! registry and settings, so the breakers opened by the dead process stay open until their
 //! cooldown; then one `ping` probes the server, and one call probes each open tool.
@@ -102,6 +107,7 @@ mod cache;
 mod call_tool;
 mod classify;
 mod client;
+mod forward;
 mod list_tools;
 mod requests;
 mod schema;
@@ -118,6 +124,7 @@ use crate::call::REFUSAL_MESSAGE;
 
 pub use classify::{classify_error, classify_result, INVALID_ARGUMENTS, UNKNOWN_TOOL};
 pub use client::ToolHealthClient;
+pub use forward::is_refusal_error;
 pub use schema::{SchemaCheck, MAX_PROBLEMS, MAX_PROBLEM_LEN};
 pub use server::server_registry;
 pub use span::{SessionId, Transport};

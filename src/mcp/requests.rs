@@ -125,17 +125,24 @@ impl ToolHealthClient {
         timeout: Duration,
         span: Option<&Span>,
     ) -> Result<ServerResult, ServiceError> {
-        let is_call = matches!(request, ClientRequest::CallToolRequest(_));
+        // The request a caller asked to be told of (`call_tool_told`, `request_told`): not
+        // the list or the probe sent on its way.
+        let told = !matches!(
+            request,
+            ClientRequest::ListToolsRequest(_)
+                | ClientRequest::PingRequest(_)
+                | ClientRequest::DiscoverRequest(_)
+        );
         let handle = self
             .peer
             .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
             .await?;
-        if is_call {
-            // rmcp numbers every request's progress token itself: whoever asked
-            // (`call_tool_with_progress`) learns it now, before the server can answer.
+        if told {
+            // rmcp numbers every request's id and progress token itself: whoever asked learns
+            // them now, before the server can answer.
             let _ = PROGRESS.try_with(|told| {
                 if let Some(tell) = told.borrow_mut().take() {
-                    tell(&handle.progress_token);
+                    tell(&handle.id, &handle.progress_token);
                 }
             });
         }
@@ -181,11 +188,13 @@ impl Probe {
     }
 }
 
-/// Told the progress token of the `tools/call` this task sends next.
-pub(super) type TellProgress = Box<dyn FnOnce(&ProgressToken) + Send>;
+/// Told the id and the progress token of the request this task sends next (not a
+/// `tools/list` or a probe sent on its way).
+pub(super) type TellProgress = Box<dyn FnOnce(&RequestId, &ProgressToken) + Send>;
 
 tokio::task_local! {
-    /// Set by [`ToolHealthClient::call_tool_with_progress`] around its call.
+    /// Set by [`ToolHealthClient::call_tool_told`] and
+    /// [`ToolHealthClient::request_told`] around their request.
     pub(super) static PROGRESS: std::cell::RefCell<Option<TellProgress>>;
 }
 

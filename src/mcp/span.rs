@@ -231,6 +231,27 @@ pub(crate) fn probe_span(server: &str, discover: bool) -> Span {
     }
 }
 
+/// The client span of a request other than `tools/call` (the MCP conventions' fields).
+pub(crate) fn request_span(method: &str, server: &str) -> Span {
+    tracing::info_span!(
+        "mcp.request",
+        otel.name = %method,
+        otel.kind = "client",
+        mcp.method.name = %method,
+        mcp.server.name = %server,
+        jsonrpc.request.id = Empty,
+        mcp.protocol.version = Empty,
+        mcp.session.id = Empty,
+        network.transport = Empty,
+        network.protocol.name = Empty,
+        server.address = Empty,
+        server.port = Empty,
+        error.type = Empty,
+        rpc.response.status_code = Empty,
+        otel.status_code = Empty,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,6 +89,30 @@ pub(crate) fn refused(tool: &str, by: Refused<'_>, retry_after: Duration) -> Cal
     ))])
 }
 
+/// A request other than `tools/call` refused by the server's breaker: `-32603` (no answer
+/// a host could show as a result exists for a read or a get), the message in the voice of the
+/// tools' refusals, `data.retryAfterMs` for a program.
+pub(crate) fn refused_request(
+    method: &str,
+    server: &str,
+    why: Why,
+    retry_after: Duration,
+) -> ErrorData {
+    let why = match why {
+        Why::Failing => format!("its MCP server `{server}` is not answering"),
+        Why::Probing => format!("its MCP server `{server}` is being tried again right now"),
+        Why::Forced => format!("the operator switched off its MCP server `{server}`"),
+    };
+    let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+    ErrorData::internal_error(
+        format!(
+            "{REFUSAL_MESSAGE} (`{method}` was not sent: {why}; {})",
+            when(retry_after)
+        ),
+        Some(serde_json::json!({"server": server, "retryAfterMs": retry_after_ms})),
+    )
+}
+
 /// Arguments of `tool` the check refused, with the problems it found.
 pub(crate) fn invalid_arguments(tool: &str, problems: &[String]) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(format!(
@@ -129,6 +153,12 @@ mod tests {
         assert!(text(&r).ends_with("retry when the operator turns it back on)"));
         let r = invalid_arguments("py__add", &["/n: \"x\" is not of type \"integer\"".into()]);
         assert!(text(&r).starts_with("invalid arguments for tool `py__add`"));
+        let e = refused_request("resources/read", "py", Why::Failing, s);
+        assert!(e.message.starts_with(REFUSAL_MESSAGE));
+        assert!(e.message.contains(
+            "`resources/read` was not sent: its MCP server `py` is not answering; retry in 29.5 s"
+        ));
+        assert_eq!(e.data.unwrap()["retryAfterMs"], 29_500);
         let e = unknown_tool("py__nope");
         assert_eq!(e.code.0, -32602);
         assert!(e.message.contains("`py__nope`"));

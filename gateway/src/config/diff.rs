@@ -218,6 +218,10 @@ fn setting_keys(old: &Settings, new: &Settings) -> Vec<&'static str> {
         ),
         ("schemaCheck", old.schema_check != new.schema_check),
         ("restart", old.restart != new.restart),
+        (
+            "retryOnReconnect",
+            old.retry_on_reconnect != new.retry_on_reconnect,
+        ),
     ]
     .into_iter()
     .filter_map(|(key, differs)| differs.then_some(key))

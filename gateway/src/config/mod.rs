@@ -149,6 +149,9 @@ pub(crate) struct Settings {
     pub(crate) schema_check: SchemaCheck,
     /// Restarts of a stdio server that exited.
     pub(crate) restart: Restart,
+    /// A call of a read-only or idempotent tool that met the connection's end is made once
+    /// more on the next connection (`retryOnReconnect`).
+    pub(crate) retry_on_reconnect: bool,
 }
 
 impl Default for Settings {
@@ -159,6 +162,7 @@ impl Default for Settings {
             ping_timeout: tool_health::mcp::DEFAULT_PING_TIMEOUT,
             connect_timeout: Duration::from_secs(30),
             schema_check: SchemaCheck::default(),
+            retry_on_reconnect: true,
             restart: Restart::default(),
         }
     }

@@ -22,6 +22,7 @@ pub(super) const HEALTH_KEYS: &[&str] = &[
     "connectTimeoutSeconds",
     "schemaCheck",
     "restart",
+    "retryOnReconnect",
     "maxMessageBytes",
     "servers",
     "fleet",
@@ -35,6 +36,7 @@ pub(super) const SERVER_KEYS: &[&str] = &[
     "connectTimeoutSeconds",
     "schemaCheck",
     "restart",
+    "retryOnReconnect",
     "tools",
 ];
 pub(super) const TOOL_KEYS: &[&str] = &[
@@ -236,6 +238,17 @@ impl Checker<'_> {
                         }
                     ),
                     "\"lax\" (the default) never refuses what an SDK server would accept",
+                ),
+            }
+        }
+        if let Some(v) = m.get("retryOnReconnect") {
+            match v.as_bool() {
+                Some(b) => s.retry_on_reconnect = b,
+                None => self.problem(
+                    &child(path, "retryOnReconnect"),
+                    format!("must be true or false, got {}", kind(v)),
+                    "true (the default) calls a read-only or idempotent tool once more after its \
+                     connection ended under the call; false never does",
                 ),
             }
         }

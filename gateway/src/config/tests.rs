@@ -273,6 +273,31 @@ fn the_committed_example_config_is_valid() {
 }
 
 #[test]
+fn retry_on_reconnect_is_a_boolean_on_by_default_and_per_server() {
+    let c = parse(
+        "gw.json",
+        r#"{"mcpServers": {"a": {"command": "a"}, "b": {"command": "b"}},
+            "health": {"servers": {"b": {"retryOnReconnect": false}}}}"#,
+    )
+    .expect("valid");
+    assert!(c.servers[0].settings.retry_on_reconnect, "on by default");
+    assert!(!c.servers[1].settings.retry_on_reconnect);
+    let p =
+        one(r#"{"mcpServers": {"a": {"command": "a"}}, "health": {"retryOnReconnect": "yes"}}"#);
+    assert_eq!(p.path, "health.retryOnReconnect");
+    assert!(
+        p.message.contains("must be true or false, got a string"),
+        "{p:?}"
+    );
+    let p = one(r#"{"mcpServers": {"a": {"command": "a"}},
+            "health": {"servers": {"a": {"tools": {"t": {"retryOnReconnect": false}}}}}}"#);
+    assert!(
+        p.path.ends_with("tools.t.retryOnReconnect"),
+        "not per tool: {p:?}"
+    );
+}
+
+#[test]
 fn the_fleet_takes_a_number_of_shards_in_its_range() {
     let with = |shards: &str| {
         format!(

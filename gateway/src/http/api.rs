@@ -360,6 +360,11 @@ pub(crate) fn server_document(u: &Upstream) -> Value {
         "available": retry.is_none(),
         "retry_after_ms": retry.map(ms),
         "tools_listed": u.known_count(),
+        // What its breaker counted: calls, and every request besides (reads, gets, lists).
+        "calls": u.breaker_snapshot().map(|s| json!({
+            "success": s.success_count,
+            "failure": s.failure_count,
+        })),
     })
 }
 

@@ -50,10 +50,14 @@ pub(super) fn router(gw: &Arc<Gateway>) -> Router {
         .disable_allowed_origins()
         .with_max_request_body_bytes(gw.max_message_bytes)
         .with_cancellation_token(gw.shutdown.child_token());
-    let server = GatewayServer::new(Arc::clone(gw));
+    // A handler per session: each host is known by its own id.
     let sessions = Arc::new(LocalSessionManager::default());
-    let service =
-        StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+    let factory = Arc::clone(gw);
+    let service = StreamableHttpService::new(
+        move || Ok(GatewayServer::new(Arc::clone(&factory))),
+        Arc::clone(&sessions),
+        config,
+    );
     let cap = Cap {
         sessions,
         max_body: gw.max_message_bytes,

@@ -1,22 +1,29 @@
 //! The gateway as one MCP server to its hosts (rmcp's server side): over stdio
-//! ([`stdio::StdioTransport`]) and streamable HTTP at `/mcp` (`http/mcp.rs`).
+//! ([`stdio::StdioTransport`]) and streamable HTTP at `/mcp` (`http/mcp.rs`). One handler per
+//! host session, which knows the host by an id (its logging level, its subscriptions).
 //!
 //! | request | answer |
 //! |---|---|
-//! | `initialize`, `server/discover`, `ping` | rmcp's, with the gateway's info: tools with `listChanged` |
-//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now; to MCP 2026-07-28 hosts with `ttlMs` the time to the next change foreseen (`upstream/freshness.rs`) |
+//! | `initialize`, `server/discover`, `ping` | rmcp's, with the gateway's info: tools with `listChanged`, and what at least one server has of resources, prompts, completions, logging |
+//! | `tools/list` | every upstream's tools under `{server}__{tool}`, without what refuses now, each with its health in `_meta`; to MCP 2026-07-28 hosts with `ttlMs` the time to the next change foreseen (`upstream/freshness.rs`) |
 //! | `tools/call` | through the upstream's `ToolHealthClient`; a name that is no gateway tool is `-32602` and reaches nothing |
-//! | `subscriptions/listen` | `toolsListChanged` accepted (MCP 2026-07-28 hosts) |
-//! | resources, prompts, completion | declined: `-32601` saying the gateway serves tools only |
+//! | `resources/*`, `prompts/*`, `completion/complete` | every upstream's, under the gateway's names (`resources.rs`, `prompts.rs`), through the server's breaker |
+//! | `logging/setLevel` | to every server with logging (`logging.rs`) |
+//! | `subscriptions/listen` | list changes and resource updates (MCP 2026-07-28 hosts) |
 //!
-//! **Why resources and prompts are declined.** Breakers guard calls a model makes; resources
-//! and prompts are read by the host, by URI or name, with no model retry storm to stop. Passing
-//! them through would need a second naming scheme (URIs of several servers in one space) for
-//! no gain in health: a host that needs a server's resources connects to it directly.
+//! What servers send back — progress, log messages, resource updates, list changes, their own
+//! requests (sampling, elicitation, roots) — reaches the host it is for (`crate::progress`,
+//! `crate::notify` and its `logging.rs`, `subscriptions.rs`; `crate::relay`). A host's `notifications/cancelled`
+//! reaches the server: the request's future is dropped, and the library's client tells the
+//! server under the id it sent.
+
+#![allow(deprecated)] // logging and resource subscriptions are deprecated in 2026-07-28, and still what hosts use
 
 pub(crate) mod gone;
 #[cfg(unix)]
 pub(crate) mod host_io;
+mod prompts;
+mod resources;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
@@ -24,19 +31,28 @@ use std::time::Duration;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    RequestParamsMeta as _, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CustomRequest, CustomResult, DiscoverResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ReadResourceResponse,
+    RequestParamsMeta as _, ResourcesCapability, ResultType, ServerCapabilities, ServerConfig,
+    SetLevelRequest, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use crate::gateway::Gateway;
 use crate::names::{self, NameError};
+use crate::notify::{self, Lists};
 
 /// How long `tools/list` waits at most for upstreams still making their first connection.
 const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(60);
+
+/// How long `initialize` (and `server/discover`) waits at most for upstreams still making
+/// their first connection: the capabilities the gateway tells a host are those of the servers
+/// it has reached (a host learns them once per session).
+const INITIALIZE_WAIT: Duration = Duration::from_secs(10);
 
 /// What the model reads about the gateway (`initialize`'s instructions).
 const INSTRUCTIONS: &str = "Tools are named {server}__{tool}. A tool that is failing is left \
@@ -63,42 +79,103 @@ const STANDARD_METHODS: &[&str] = &[
     "subscriptions/listen",
 ];
 
-/// The MCP server handler: cheap to clone (one per HTTP session).
-#[derive(Clone, Debug)]
+/// The MCP server handler of one host (a stdio session, an HTTP session): the gateway, and the
+/// host's id (its logging level, its subscriptions, the requests it has under way).
+#[derive(Debug)]
 pub(crate) struct GatewayServer {
     gw: Arc<Gateway>,
+    host: u64,
 }
 
 impl GatewayServer {
+    /// The handler of a new host.
     pub(crate) fn new(gw: Arc<Gateway>) -> Self {
-        Self { gw }
+        let host = gw.hosts.next_id();
+        Self { gw, host }
     }
-}
 
-fn declined(what: &str) -> McpError {
-    McpError::new(
-        ErrorCode::METHOD_NOT_FOUND,
-        format!(
-            "tool-health-gateway serves tools only: {what} of its MCP servers are not passed \
-             through (connect the host to a server directly for them)"
-        ),
-        None,
-    )
+    /// What the servers reached so far offer, as the gateway's capabilities: tools always
+    /// (with `listChanged`); resources (with `subscribe` when one server subscribes),
+    /// prompts, completions and logging when at least one server has them.
+    fn capabilities(&self) -> ServerCapabilities {
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        for u in self.gw.upstreams().iter() {
+            let Some(c) = u.capabilities() else {
+                continue;
+            };
+            if let Some(r) = &c.resources {
+                let mine = caps.resources.get_or_insert_with(|| {
+                    let mut r = ResourcesCapability::default();
+                    // Servers come and go: the gateway's list changes even when theirs do not.
+                    r.list_changed = Some(true);
+                    r
+                });
+                if r.subscribe == Some(true) {
+                    mine.subscribe = Some(true);
+                }
+            }
+            if c.prompts.is_some() {
+                caps.prompts.get_or_insert_with(|| {
+                    let mut p = PromptsCapability::default();
+                    p.list_changed = Some(true);
+                    p
+                });
+            }
+            if c.completions.is_some() {
+                caps.completions.get_or_insert_with(Default::default);
+            }
+            if c.logging.is_some() {
+                caps.logging.get_or_insert_with(Default::default);
+            }
+        }
+        caps
+    }
+
+    /// The lists a host told these capabilities hears of.
+    fn hears(caps: &ServerCapabilities) -> Lists {
+        let mut lists = Lists::TOOLS;
+        if caps.resources.is_some() {
+            lists = lists.with(Lists::RESOURCES);
+        }
+        if caps.prompts.is_some() {
+            lists = lists.with(Lists::PROMPTS);
+        }
+        lists
+    }
 }
 
 impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
-            "tool-health-gateway",
-            env!("CARGO_PKG_VERSION"),
+        ServerConfig::new(self.capabilities())
+            .with_server_info(Implementation::new(
+                "tool-health-gateway",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        self.gw.upstreams().wait_ready(INITIALIZE_WAIT).await;
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        self.gw.upstreams().wait_ready(INITIALIZE_WAIT).await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
         ))
-        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -168,18 +245,20 @@ impl ServerHandler for GatewayServer {
         {
             self.gw.served.served(parent);
         }
-        // Progress the host asked for goes back to it, under its own token (`progress.rs`).
+        // Progress the host asked for goes back to it, under its own token (`crate::progress`).
         let host_token = context
             .meta
             .get_progress_token()
             .or_else(|| request.progress_token());
-        let route = host_token.as_ref().map(|_| upstream.progress.route());
-        let tell = route
-            .as_ref()
-            .zip(host_token)
-            .map(|(r, token)| r.tell(context.peer.clone(), token));
+        let route = host_token.map(|token| upstream.progress.route(context.peer.clone(), token));
+        // A request of the server while it answers goes to this host (`relay.rs`).
+        let calling = upstream
+            .callers
+            .enter(self.host, context.peer.clone(), context.id.clone());
         let call = async {
-            let r = upstream.call(&tool, request, tell).await;
+            let r = upstream
+                .call(&tool, request, route.as_ref(), Some(&calling))
+                .await;
             if route.is_some() {
                 // The upstream's last progress came before its answer, each to a task of its
                 // own: let them go out to the host first.
@@ -244,7 +323,23 @@ impl ServerHandler for GatewayServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.gw.hosts.add_session(context.peer);
+        let hears = Self::hears(&self.capabilities());
+        let roots = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        self.gw.hosts.add_session(self.host, context.peer, hears);
+        // The servers' roots are this host's now, when it is the only one (a stdio gateway's
+        // host, which comes after the servers started): they are told to ask again.
+        if roots && self.gw.hosts.sessions().len() == 1 {
+            let upstreams = self.gw.upstreams();
+            futures_util::future::join_all(upstreams.iter().map(|u| u.roots_changed())).await;
+        }
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        let upstreams = self.gw.upstreams();
+        futures_util::future::join_all(upstreams.iter().map(|u| u.roots_changed())).await;
     }
 
     fn accepted_subscription_filter(
@@ -253,17 +348,78 @@ impl ServerHandler for GatewayServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .take(notify::subscriptions::MAX_SUBSCRIPTIONS)
+                .cloned()
+                .collect()
+        });
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        if context.accepted().tools_list_changed != Some(true) {
+        let accepted = context.accepted().clone();
+        let mut hears = Lists::NONE;
+        for (asked, list) in [
+            (accepted.tools_list_changed, Lists::TOOLS),
+            (accepted.resources_list_changed, Lists::RESOURCES),
+            (accepted.prompts_list_changed, Lists::PROMPTS),
+        ] {
+            if asked == Some(true) {
+                hears = hears.with(list);
+            }
+        }
+        let uris = accepted.resource_subscriptions.unwrap_or_default();
+        if hears == Lists::NONE && uris.is_empty() {
             gone::ended(&context).await;
             return Ok(());
         }
-        let id = self.gw.hosts.add_listen(context.sink().clone());
+        let id = self.gw.hosts.add_listen(context.sink().clone(), hears);
+        // The resources it names, each subscribed as a session's `resources/subscribe` is.
+        let listener = Self {
+            gw: Arc::clone(&self.gw),
+            host: id,
+        };
+        for uri in &uris {
+            if let Err(e) = listener.subscribe(uri).await {
+                tracing::debug!(
+                    "a subscriptions/listen resource was not subscribed: {}",
+                    e.message
+                );
+            }
+        }
         gone::ended(&context).await;
+        for uri in &uris {
+            let _ = listener.unsubscribe(uri).await;
+        }
         self.gw.hosts.remove(id);
+        Ok(())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let level = self.gw.hosts.set_level(self.host, request.level);
+        let upstreams = self.gw.upstreams();
+        futures_util::future::join_all(
+            upstreams
+                .iter()
+                .filter(|u| u.capabilities().is_some_and(|c| c.logging.is_some()))
+                .map(|u| async move {
+                    let request = rmcp::model::ClientRequest::SetLevelRequest(
+                        SetLevelRequest::new(SetLevelRequestParams::new(level)),
+                    );
+                    // A server not connected now is given it when it connects.
+                    if let Err(e) = u.request(request, "`logging/setLevel`").await {
+                        tracing::debug!(server = %u.name, "logging/setLevel: {}", e.message);
+                    }
+                }),
+        )
+        .await;
         Ok(())
     }
 
@@ -272,7 +428,8 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Err(declined("resources"))
+        self.gw.upstreams().wait_ready(FIRST_CONNECT_WAIT).await;
+        Ok(self.resources().await)
     }
 
     async fn list_resource_templates(
@@ -280,15 +437,35 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Err(declined("resource templates"))
+        self.gw.upstreams().wait_ready(FIRST_CONNECT_WAIT).await;
+        Ok(self.templates().await)
     }
 
     async fn read_resource(
         &self,
-        _request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        Err(declined("resources"))
+        tokio::select! {
+            r = self.read(request, &context) => r,
+            () = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the host", None)),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        GatewayServer::subscribe(self, &request.uri).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        GatewayServer::unsubscribe(self, &request.uri).await
     }
 
     async fn list_prompts(
@@ -296,22 +473,29 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Err(declined("prompts"))
+        self.gw.upstreams().wait_ready(FIRST_CONNECT_WAIT).await;
+        Ok(self.prompts().await)
     }
 
     async fn get_prompt(
         &self,
-        _request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        Err(declined("prompts"))
+        tokio::select! {
+            r = self.get_prompt_of(request, &context) => r,
+            () = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the host", None)),
+        }
     }
 
     async fn complete(
         &self,
-        _request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        Err(declined("completions"))
+        tokio::select! {
+            r = self.complete_of(request, &context) => r,
+            () = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the host", None)),
+        }
     }
 }

@@ -8,21 +8,27 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use http::{HeaderName, HeaderValue};
+#[allow(deprecated)] // sampling, roots and logging are deprecated by SEP-2577, and still used
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, Implementation, ListRootsRequest, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RunningService,
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RequestContext, RunningService,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, RoleClient};
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
 
 use super::http::{Watch, Watched};
 use super::process::{self, Group, GRACE};
 use super::stderr::{self, Tail};
 use super::Upstream;
 use crate::config::{redact_url, Launch};
+use crate::notify::Lists;
 
 /// How many of the last stderr lines a failed start shows.
 const TAIL_SHOWN: usize = 3;
@@ -56,18 +62,99 @@ fn lifecycle(initialize: bool) -> ClientLifecycleMode {
     }
 }
 
-/// The gateway as an MCP client: says who it is, and hears the server's tool-list changes.
+/// The gateway as an MCP client: says who it is and what it offers (what hosts may answer:
+/// roots, sampling, elicitation — relayed to the host that made the call, `relay.rs`),
+/// and passes on what the server sends: progress, log messages, list changes, resource
+/// updates.
 #[derive(Debug, Clone)]
 pub(super) struct UpstreamHandler {
     upstream: Weak<Upstream>,
 }
 
+/// What the gateway offers its servers: everything a host may answer (see `relay.rs`:
+/// the connection is made before any host comes, and each request is relayed to the host that
+/// made the call, or refused when that host did not offer it).
+fn offered() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "roots": {"listChanged": true},
+        "sampling": {},
+        "elicitation": {"form": {}, "url": {}},
+    }))
+    .unwrap_or_default()
+}
+
+impl UpstreamHandler {
+    /// Relays a request of the server to the host of the call it serves.
+    async fn relay(
+        &self,
+        request: ServerRequest,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, McpError> {
+        let Some(upstream) = self.upstream.upgrade() else {
+            return Err(McpError::internal_error("the gateway is stopping", None));
+        };
+        crate::relay::relay(
+            &upstream.name,
+            &upstream.callers,
+            &upstream.hosts,
+            request,
+            context,
+        )
+        .await
+    }
+}
+
+#[allow(deprecated)] // sampling, roots and logging are deprecated by SEP-2577, and still used
 impl ClientHandler for UpstreamHandler {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            offered(),
             Implementation::new("tool-health-gateway", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.relay(request, context).await? {
+            ClientResult::CreateMessageResult(r) => Ok(*r),
+            _ => Err(McpError::internal_error(
+                "the host answered something else",
+                None,
+            )),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match self.relay(request, context).await? {
+            ClientResult::ListRootsResult(r) => Ok(r),
+            _ => Err(McpError::internal_error(
+                "the host answered something else",
+                None,
+            )),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match self.relay(request, context).await? {
+            ClientResult::ElicitResult(r) => Ok(r),
+            _ => Err(McpError::internal_error(
+                "the host answered something else",
+                None,
+            )),
+        }
     }
 
     /// Progress of a call a host asked it for: back to that host, under its own token.
@@ -78,6 +165,38 @@ impl ClientHandler for UpstreamHandler {
     ) {
         if let Some(upstream) = self.upstream.upgrade() {
             upstream.progress.forward(params).await;
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            upstream.hosts.log(&upstream.name, params);
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            upstream.resource_updated(&params.uri);
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            upstream.hosts.changed_lists(Lists::RESOURCES);
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            upstream.hosts.changed_lists(Lists::PROMPTS);
         }
     }
 

@@ -3,6 +3,7 @@
 //! tools only ([`LIST_WAIT`]); and the tools it listed last, known to the API (a tool it no
 //! longer lists is no longer known).
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
@@ -18,6 +19,10 @@ use crate::names;
 /// server's last list (the listing goes on, and hosts are told when it brings a change): a
 /// server whose `tools/list` hangs costs its own tools only.
 pub(crate) const LIST_WAIT: Duration = Duration::from_secs(1);
+
+/// The `_meta` key of a listed tool's health (MCP's `_meta` naming: a reverse-DNS prefix of the
+/// project's own, then a name).
+pub(crate) const HEALTH_META: &str = "io.github.tool-health/health";
 
 /// The most tool names remembered per server (a server listing more is cut off there).
 pub(super) const MAX_TOOLS_PER_SERVER: usize = 10_000;
@@ -153,6 +158,28 @@ impl Upstream {
                 .map(|t| t.name.as_ref())
                 .chain(listed.hidden.iter().map(|h| h.name.as_str())),
         );
+        // The tools a transport failure may call again (`retryOnReconnect`): those it marks
+        // read-only or idempotent, and those hidden now that were so marked before.
+        let before = self.retryable.load_full();
+        let retryable: HashSet<String> = listed
+            .result
+            .tools
+            .iter()
+            .filter(|t| {
+                t.annotations.as_ref().is_some_and(|a| {
+                    a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)
+                })
+            })
+            .map(|t| t.name.to_string())
+            .chain(
+                listed
+                    .hidden
+                    .iter()
+                    .filter(|h| before.contains(&h.name))
+                    .map(|h| h.name.clone()),
+            )
+            .collect();
+        self.retryable.store(Arc::new(retryable));
         let mut tools = Vec::with_capacity(listed.result.tools.len());
         for mut tool in listed.result.tools {
             match names::shown(&self.name, &tool.name) {
@@ -193,7 +220,7 @@ impl Upstream {
             });
             me.listing.store(false, Ordering::Release);
             if changed {
-                me.hosts.changed();
+                me.hosts.changed_lists(crate::notify::Lists::TOOLS);
             }
         });
     }
@@ -209,7 +236,12 @@ impl Upstream {
         let done = rx.borrow_and_update().done;
         self.start_listing();
         if let Ok(Ok(l)) = tokio::time::timeout(wait, rx.wait_for(|l| l.done > done)).await {
-            return l.tools.iter().map(|(_, t)| t.clone()).collect();
+            let tools = Arc::clone(&l.tools);
+            drop(l);
+            return tools
+                .iter()
+                .map(|(own, t)| self.with_health(own, t))
+                .collect();
         }
         let mut last = Arc::default();
         self.listed.send_if_modified(|l| {
@@ -228,8 +260,41 @@ impl Upstream {
                     .and_then(|s| s.retry_after)
                     .is_none()
             })
-            .map(|(_, t)| t.clone())
+            .map(|(own, t)| self.with_health(own, t))
             .collect()
+    }
+
+    /// `tool` (named `own` on this server) with its health in `_meta` under [`HEALTH_META`]:
+    /// `status` (`healthy`, `degraded`, `unhealthy`), `score` (0 to 1), `breaker` (`closed`,
+    /// `open`, `half_open`), and `retryAfterMs` while it refuses — so a host or a planner may
+    /// prefer healthy tools, and show a degraded one before it is left out. A tool never
+    /// called is healthy, 1.0, closed.
+    fn with_health(&self, own: &str, tool: &Tool) -> Tool {
+        let mut tool = tool.clone();
+        let snapshot = self.registry.snapshot(&key(&self.name, own));
+        let mut health = serde_json::Map::new();
+        let (status, score, breaker) = snapshot.as_ref().map_or(
+            (
+                tool_health::HealthStatus::Healthy,
+                1.0,
+                tool_health::BreakerState::Closed,
+            ),
+            |s| (s.status, s.score, s.breaker),
+        );
+        health.insert("status".into(), status.to_string().into());
+        // Three decimals: what a host shows, without the noise of the EWMA's last digits.
+        health.insert("score".into(), ((score * 1_000.0).round() / 1_000.0).into());
+        health.insert("breaker".into(), breaker.to_string().into());
+        if let Some(retry) = snapshot.and_then(|s| s.retry_after) {
+            health.insert(
+                "retryAfterMs".into(),
+                u64::try_from(retry.as_millis()).unwrap_or(u64::MAX).into(),
+            );
+        }
+        tool.meta
+            .get_or_insert_with(Default::default)
+            .insert(HEALTH_META.to_owned(), health.into());
+        tool
     }
 
     fn warn_once(&self, tool: &str, why: &str) {

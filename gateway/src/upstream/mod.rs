@@ -13,11 +13,12 @@
 //! |---|---|
 //! | `mod.rs` | one upstream: its client, its calls |
 //! | `listing.rs` | its tool list, and what the API knows of it |
+//! | `passthrough.rs` | everything else it serves: any request through its client, its resource, template and prompt lists |
 //! | `supervise.rs` | keeping it connected: start, watch, stop, start again |
 //! | `set.rs` | the set of upstreams and their supervisors, changed by a reload |
 //! | `reload.rs` | one upstream's part of a reload: new settings live, a new launch restarted, removal; the drain of calls under way |
 //! | `connect.rs` | one connection: a child process or an HTTP endpoint, and the handshake |
-//! | `listen.rs` | a MCP 2026-07-28 server's changes, on the `subscriptions/listen` stream the gateway opens |
+//! | `listen.rs` | a MCP 2026-07-28 server's changes and the updates of the resources hosts subscribed to, on the `subscriptions/listen` stream the gateway opens |
 //! | `freshness.rs` | how long its part of a host's list stays as it is (`ttlMs`, `cacheScope`) |
 //! | `process.rs` | a stdio upstream's process group, stopped gently and whole |
 //! | `stderr.rs` | its stderr: to the log at DEBUG, the last lines kept for `last_error` |
@@ -35,6 +36,7 @@ mod freshness;
 mod http;
 mod listen;
 mod listing;
+mod passthrough;
 mod process;
 mod reload;
 mod set;
@@ -48,7 +50,10 @@ use std::time::{Duration, Instant};
 use std::sync::atomic::AtomicBool;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, ProgressToken, RequestId,
+    ServerCapabilities,
+};
 use rmcp::service::ServiceError;
 use rmcp::ErrorData as McpError;
 use tokio::sync::watch;
@@ -59,7 +64,8 @@ use tool_health::{Apply, BreakerState, ToolHealthRegistry, ToolPolicy};
 use crate::config::{Launch, Secrets, ServerConfig};
 use crate::names;
 use crate::notify::Hosts;
-use crate::progress::ProgressRoutes;
+use crate::progress::{ProgressRoutes, Route};
+use crate::relay::{Callers, Calling};
 
 pub(crate) use freshness::Freshness;
 use listing::Listed;
@@ -105,10 +111,23 @@ pub(crate) struct Upstream {
     opens_with_initialize: AtomicBool,
     /// The calls in flight whose host asked for progress.
     pub(crate) progress: Arc<ProgressRoutes>,
+    /// The host requests under way on it (a request of the server goes to their host,
+    /// `relay.rs`).
+    pub(crate) callers: Callers,
+    /// The capabilities it gave at its last handshake.
+    caps: Mutex<Option<ServerCapabilities>>,
+    /// Its resource, template and prompt lists (`passthrough.rs`).
+    kept: passthrough::Kept,
+    /// The tools it marks `readOnlyHint` or `idempotentHint` (its last listing): retried once
+    /// on a new connection after a transport failure.
+    retryable: ArcSwap<HashSet<String>>,
     /// Calls and listings under way on a connection (a restart or a removal drains them).
     busy: InFlight,
     /// A reload gave it a new launch: the supervisor restarts it.
     relaunch: tokio::sync::Notify,
+    /// The resources hosts hold subscriptions to changed: a MCP 2026-07-28 server's listen
+    /// stream is opened again naming them (`listen.rs`).
+    relisten: tokio::sync::Notify,
     /// A reload removed it: the supervisor stops it for good.
     removed: CancellationToken,
 }
@@ -218,8 +237,13 @@ impl Upstream {
             listed_ok: AtomicBool::new(false),
             opens_with_initialize: AtomicBool::new(false),
             progress: Arc::default(),
+            callers: Callers::default(),
+            caps: Mutex::new(None),
+            kept: passthrough::Kept::default(),
+            retryable: ArcSwap::from_pointee(HashSet::new()),
             busy: InFlight::default(),
             relaunch: tokio::sync::Notify::new(),
+            relisten: tokio::sync::Notify::new(),
             removed: CancellationToken::new(),
             config: ArcSwap::from_pointee(config),
         })
@@ -307,6 +331,11 @@ impl Upstream {
         tool_health::mcp::server_registry(&self.registry).breaker_state(&self.name)
     }
 
+    /// The server breaker's snapshot (`None` before anything was sent to it).
+    pub(crate) fn breaker_snapshot(&self) -> Option<tool_health::ToolHealthSnapshot> {
+        tool_health::mcp::server_registry(&self.registry).snapshot(&self.name)
+    }
+
     /// How long the server's breaker refuses now (`None`: it admits).
     pub(crate) fn refused_for(&self) -> Option<Duration> {
         tool_health::mcp::server_registry(&self.registry)
@@ -334,90 +363,127 @@ impl Upstream {
         g
     }
 
-    /// Calls `tool` (its own name on this server) through the breakers. Errors are JSON-RPC
-    /// errors for the host; everything the model should read is a result.
+    /// Calls `tool` (its own name on this server) through the breakers, for the host request
+    /// `calling` (its progress, when it asked for it, routed back by `progress`). Errors are
+    /// JSON-RPC errors for the host; everything the model should read is a result.
+    ///
+    /// A tool the server marks `readOnlyHint` or `idempotentHint` whose call met the
+    /// connection's end (the server exited or restarted, the connection was reset) is called
+    /// once more on the next connection, when `retryOnReconnect` is on: each attempt counts
+    /// as the client counts it (the first one against the server). Never after an answer
+    /// (`isError` or a JSON-RPC error) nor after a timeout: the tool may be running.
     pub(crate) async fn call(
         &self,
         tool: &str,
         mut params: CallToolRequestParams,
-        progress: Option<impl FnOnce(&rmcp::model::ProgressToken) + Send + 'static>,
+        progress: Option<&Route>,
+        calling: Option<&Calling<'_>>,
     ) -> Result<CallToolResult, McpError> {
         let shown = format!("{}{}{tool}", self.name, names::SEPARATOR);
         params.name = tool.to_owned().into();
-        let Some(conn) = self.live().await else {
-            if self.removed.is_cancelled() {
-                return Ok(soft(format!(
-                    "MCP server `{}` was removed from the gateway's config; tool `{shown}` was \
-                     not called",
-                    self.name
-                )));
-            }
-            // Not connected, and its breaker refuses (a server that keeps dying): the
-            // client's refusal, with when to retry; its gate sends nothing.
-            let client = self
-                .client
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let (Some(client), Some(_)) = (client, self.refused_for()) {
-                if let Ok(refused) = client.call_tool(params).await {
-                    return Ok(refused);
+        // A copy for the second attempt, only for a tool that may have one.
+        let mut again = (self.config().settings.retry_on_reconnect
+            && self.retryable.load().contains(tool))
+        .then(|| params.clone());
+        loop {
+            let Some(conn) = self.live().await else {
+                return Ok(self.not_connected(&shown, params).await);
+            };
+            let client = conn.per_tool.get(tool).unwrap_or(&conn.client);
+            // Counted until it ends: a reload's restart or removal waits for it (`reload.rs`).
+            let busy = self.busy.enter();
+            let sent = calling.map(Calling::sent);
+            let tell = progress.map(Route::tell);
+            let told = move |id: &RequestId, token: &ProgressToken| {
+                if let Some(sent) = sent {
+                    sent(id);
                 }
-            }
-            // Why it is not connected is the operator's to read (`/v1/servers`, the log): the
-            // error of a handshake names transport types and URLs no model needs.
-            return Ok(soft(format!(
-                "tool `{shown}` was not called: its MCP server `{}` is not connected (the \
-                 gateway is connecting to it); retry in a few seconds",
-                self.name
-            )));
-        };
-        let client = conn.per_tool.get(tool).unwrap_or(&conn.client);
-        // Counted until it ends: a reload's restart or removal waits for it (`reload.rs`).
-        let _busy = self.busy.enter();
-        let call = async {
-            match progress {
-                Some(tell) => client.call_tool_with_progress(params, tell).await,
-                None => client.call_tool(params).await,
-            }
-        };
-        let answer = tokio::select! {
-            // First: once cut, the call's future is dropped before the connection closes, so
-            // nothing counts it (the client's "cancelled": no verdict).
-            biased;
-            () = conn.cut.cancelled() => return Ok(soft(self.cut_short(&shown))),
-            r = call => r,
-        };
-        match answer {
-            Ok(result) => Ok(result),
-            Err(ServiceError::McpError(e)) => Err(e),
-            Err(ServiceError::Timeout { timeout }) => Ok(soft(format!(
-                "tool `{shown}` did not answer within {:.1} s: the gateway gave up on this call \
-                 (it may still have run); retry later",
-                timeout.as_secs_f64()
-            ))),
-            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
-                // The connection is gone: no call goes through it any more, and the
-                // supervisor reconnects.
-                conn.broken.cancel();
-                Ok(soft(format!(
-                    "tool `{shown}` was not called: its MCP server `{}` is not connected (its \
-                     connection closed; the gateway is reconnecting); retry in a few seconds",
-                    self.name
-                )))
-            }
-            Err(ServiceError::Cancelled { reason }) => Err(McpError::internal_error(
-                format!(
-                    "the call to `{shown}` was cancelled{}",
-                    reason.map(|r| format!(": {r}")).unwrap_or_default()
-                ),
-                None,
-            )),
-            Err(e) => Err(McpError::internal_error(
-                format!("the call to `{shown}` failed: {e}"),
-                None,
-            )),
+                if let Some(tell) = tell {
+                    tell(token);
+                }
+            };
+            let call = client.call_tool_told(params, told);
+            let answer = tokio::select! {
+                // First: once cut, the call's future is dropped before the connection closes,
+                // so nothing counts it (the client's "cancelled": no verdict).
+                biased;
+                () = conn.cut.cancelled() => return Ok(soft(self.cut_short(&shown))),
+                r = call => r,
+            };
+            drop(busy);
+            return match answer {
+                Ok(result) => Ok(result),
+                Err(ServiceError::McpError(e)) => Err(e),
+                Err(ServiceError::Timeout { timeout }) => Ok(soft(format!(
+                    "tool `{shown}` did not answer within {:.1} s: the gateway gave up on this \
+                     call (it may still have run); retry later",
+                    timeout.as_secs_f64()
+                ))),
+                Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                    // The connection is gone: no call goes through it any more, and the
+                    // supervisor reconnects.
+                    conn.broken.cancel();
+                    if let Some(copy) = again.take() {
+                        tracing::info!(
+                            server = %self.name,
+                            "the call to `{shown}` met the end of its connection; it is marked \
+                             read-only or idempotent: calling it once more on the new connection"
+                        );
+                        params = copy;
+                        continue;
+                    }
+                    Ok(soft(format!(
+                        "tool `{shown}` was not called: its MCP server `{}` is not connected (its \
+                         connection closed; the gateway is reconnecting); retry in a few seconds",
+                        self.name
+                    )))
+                }
+                Err(ServiceError::Cancelled { reason }) => Err(McpError::internal_error(
+                    format!(
+                        "the call to `{shown}` was cancelled{}",
+                        reason.map(|r| format!(": {r}")).unwrap_or_default()
+                    ),
+                    None,
+                )),
+                Err(e) => Err(McpError::internal_error(
+                    format!("the call to `{shown}` failed: {e}"),
+                    None,
+                )),
+            };
         }
+    }
+
+    /// The client, when the server is not connected and its breaker refuses (a server that
+    /// keeps dying): its refusal says why and when to retry, and its gate sends nothing.
+    fn refusing_client(&self) -> Option<ToolHealthClient> {
+        self.refused_for()?;
+        self.client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// What a call to a server that is not connected is answered (nothing is sent).
+    async fn not_connected(&self, shown: &str, params: CallToolRequestParams) -> CallToolResult {
+        if self.removed.is_cancelled() {
+            return soft(format!(
+                "MCP server `{}` was removed from the gateway's config; tool `{shown}` was not \
+                 called",
+                self.name
+            ));
+        }
+        if let Some(client) = self.refusing_client() {
+            if let Ok(refused) = client.call_tool(params).await {
+                return refused;
+            }
+        }
+        // Why it is not connected is the operator's to read (`/v1/servers`, the log): the
+        // error of a handshake names transport types and URLs no model needs.
+        soft(format!(
+            "tool `{shown}` was not called: its MCP server `{}` is not connected (the gateway is \
+             connecting to it); retry in a few seconds",
+            self.name
+        ))
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tool_health::ToolHealthRegistry;
 
+use super::passthrough::Listable;
 use super::{supervise::supervise, Freshness, Phase, Upstream, LIST_WAIT};
 use crate::config::{Diff, Secrets, ServerConfig};
 use crate::notify::Hosts;
@@ -56,6 +57,18 @@ impl Upstreams {
         let lists =
             futures_util::future::join_all(self.by_name.values().map(|u| u.list(LIST_WAIT))).await;
         lists.into_iter().flatten().collect()
+    }
+
+    /// Every server's list of `T` (resources, templates, prompts) as it gave it, listed
+    /// concurrently, in server order, with the server's name: a server slow to list costs its
+    /// own entries only ([`LIST_WAIT`]).
+    pub(crate) async fn listed<T: Listable>(&self) -> Vec<(Arc<str>, Arc<Vec<T>>)> {
+        futures_util::future::join_all(
+            self.by_name
+                .values()
+                .map(|u| async move { (Arc::clone(&u.name), u.listed::<T>().await) }),
+        )
+        .await
     }
 
     /// How long the list [`list`](Self::list) answered stays as it is, and who may keep it

@@ -45,6 +45,7 @@ use tool_health::{BreakerState, CallOutcome, GateDecision};
 use super::connect::{Connected, Ends};
 use super::{Conn, Link, Phase, Upstream};
 use crate::config::Launch;
+use crate::notify::Lists;
 
 /// A connection that lasted this long resets the restart backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
@@ -246,6 +247,8 @@ impl Upstream {
         self.set_phase(Phase::Up, true);
         // Learn its tools (through the breakers: nothing is sent while it refuses).
         self.start_listing();
+        // What hosts asked of it before: the logging level, resource subscriptions.
+        self.restore();
         self.hosts.changed();
         let stop = running.cancellation_token();
         let mut waiting = std::pin::pin!(running.waiting());
@@ -403,6 +406,8 @@ impl Upstream {
         pid: Option<u32>,
         broken: CancellationToken,
     ) {
+        *self.caps.lock().unwrap_or_else(PoisonError::into_inner) =
+            peer.peer_info().map(|info| info.capabilities.clone());
         // Held until the connection is stored: a reload's `retune` waits for it, or finds it.
         let mut last = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         let config = self.config();
@@ -426,6 +431,13 @@ impl Upstream {
             let hosts = Arc::clone(&self.hosts);
             let server = Arc::clone(&self.name);
             match client.on_tools_changed(move |change| {
+                // A tool's breaker moves its tool only; the server's moves all it serves.
+                let lists = match change {
+                    ToolsChanged::Hidden { tool: Some(_), .. }
+                    | ToolsChanged::Listed { tool: Some(_) }
+                    | ToolsChanged::ServerList => Lists::TOOLS,
+                    _ => Lists::ALL,
+                };
                 match change {
                     ToolsChanged::Hidden { tool, retry_after } => tracing::debug!(
                         server = %server,
@@ -440,7 +452,7 @@ impl Upstream {
                     ),
                     _ => {}
                 }
-                hosts.changed();
+                hosts.changed_lists(lists);
             }) {
                 Ok(sub) => *subscription = Some(sub),
                 Err(e) => tracing::error!("no tokio runtime for the tool-list subscription: {e}"),

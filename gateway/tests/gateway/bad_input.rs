@@ -174,11 +174,12 @@ pub async fn over_stdio() {
         msg(&get(9))
     );
     assert_eq!(code(&get(11)), -32601);
-    assert_eq!(code(&get(12)), -32601);
-    assert!(
-        msg(&get(12)).contains("serves tools only"),
-        "{}",
-        msg(&get(12))
+    // Resources pass through (issue 30): the fixture's, under the gateway's URIs.
+    assert_eq!(
+        get(12)["result"]["resources"][0]["uri"],
+        "tool-health://rs/fixture://note",
+        "{:?}",
+        get(12)
     );
     assert_eq!(code(&get(13)), -32600, "{:?}", get(13));
     assert_eq!(

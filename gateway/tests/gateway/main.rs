@@ -19,9 +19,11 @@ mod config;
 mod feeds;
 mod fleet;
 mod flood;
+mod health_meta;
 mod lifecycle;
 mod model;
 mod operators;
+mod passthrough;
 mod progress;
 mod protocol;
 mod receiver;
@@ -88,6 +90,13 @@ fn main() {
             trial("model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry", model::the_model_reads_the_tool_it_called_what_happened_and_when_to_retry),
             trial("servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown", servers::a_refused_servers_tools_are_refused_on_the_page_and_servers_are_shown),
             trial("progress::progress_reaches_the_host_that_made_the_call", progress::progress_reaches_the_host_that_made_the_call),
+            trial("passthrough::a_servers_resources_and_prompts_pass_through_and_a_refused_one_is_refused_softly", passthrough::a_servers_resources_and_prompts_pass_through_and_a_refused_one_is_refused_softly),
+            trial("passthrough::a_resource_update_reaches_every_subscribed_host", passthrough::a_resource_update_reaches_every_subscribed_host),
+            trial("passthrough::a_hosts_cancellation_reaches_the_server", passthrough::a_hosts_cancellation_reaches_the_server),
+            trial("passthrough::log_messages_reach_each_host_at_its_level_with_the_server_named", passthrough::log_messages_reach_each_host_at_its_level_with_the_server_named),
+            trial("passthrough::a_servers_request_goes_to_the_host_that_made_the_call", passthrough::a_servers_request_goes_to_the_host_that_made_the_call),
+            trial("health_meta::listed_tools_carry_their_health_in_meta", health_meta::listed_tools_carry_their_health_in_meta),
+            trial("health_meta::a_read_only_call_is_retried_once_on_the_new_connection", health_meta::a_read_only_call_is_retried_once_on_the_new_connection),
             trial("feeds::the_gateways_own_spans_coming_back_are_not_counted_again", feeds::the_gateways_own_spans_coming_back_are_not_counted_again),
             trial("feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once", feeds::a_hosts_own_spans_of_calls_it_made_through_the_gateway_count_once),
             trial("feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker", feeds::an_agents_span_named_like_a_gateway_tool_feeds_that_tools_breaker),

@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::support::{eventually, node, skip, workspace, Gateway, WAIT};
 
 /// The everything server's entry point, or why there is none.
-fn everything() -> PathBuf {
+pub fn everything() -> PathBuf {
     if let Err(why) = node() {
         skip(&why);
     }

@@ -306,9 +306,11 @@ pub async fn a_forced_open_tool_or_server_comes_back_when_its_time_is_over() {
         ("server", "/v1/servers/rs/force-open?seconds=2", "rs__flaky"),
     ] {
         let before = changes.count();
+        // Before the request: the 2 s run from when the gateway handles it, which is after
+        // this and may be well before its answer reaches the test.
+        let forced = Instant::now();
         let (status, body) = http(gw.port, "POST", path, &auth, "").await;
         assert_eq!(status, 200, "{body}");
-        let forced = Instant::now();
         let (seen, names) = after_change(&client, &changes, before, "hidden", |n| {
             !n.iter().any(|t| t == gone)
         })

@@ -23,7 +23,9 @@
 //! * a hanging tool times out, and the model's bad arguments and made-up tool names never
 //!   count against anything;
 //! * the config file changes under the connected client (a server added, then one removed):
-//!   the session stays, the client is told each time and lists what is there (issue 30).
+//!   the session stays, the client is told each time and lists what is there (issue 30);
+//! * everything but tools passes through: the same survey of `server-everything` and
+//!   `server-filesystem` directly and through the gateway (`passthrough.rs`, issue 30).
 //!
 //! The clients are driven line by line (the scripts' docs say how); what they receive is
 //! what the SDKs parsed. Cooldowns are short and configured; waits for real processes are
@@ -35,6 +37,8 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+
+mod passthrough;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -708,8 +712,13 @@ async fn a_reload_adds_and_removes_servers_under_the_same_session(sdk: Sdk, via:
         host.result("py__ok", json!({})).await,
         (false, "fine".into())
     );
-    let reloads = host.api("/v1/servers").await["reloads"].clone();
-    assert_eq!(reloads["applied"], 2, "{reloads}");
+    // The reload is counted once the removed server stopped: hosts are told before (an rmcp
+    // server with a listen stream open outlives its closed stdin until SIGTERM, 2 s later).
+    let reloads = eventually("the removal applied", WAIT, || async {
+        let reloads = host.api("/v1/servers").await["reloads"].clone();
+        (reloads["applied"] == 2).then_some(reloads)
+    })
+    .await;
     assert_eq!(
         reloads["last"]["changes"], "removed `rs`; 1 server unchanged",
         "{reloads}"
@@ -760,6 +769,14 @@ fn main() {
                 ));
             }
         }
+        trials.push(trial(
+            "typescript_client::passthrough::a_host_sees_the_same_through_the_gateway_as_without_it",
+            passthrough::typescript_host_sees_the_same_through_the_gateway,
+        ));
+        trials.push(trial(
+            "python_client::passthrough::on_2026_07_28_a_host_sees_the_same_through_the_gateway",
+            passthrough::python_host_on_2026_07_28_sees_the_same_through_the_gateway,
+        ));
         trials
     });
 }
